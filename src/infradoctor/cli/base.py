@@ -1,0 +1,136 @@
+"""The Command interface and the options every diagnosing command shares."""
+
+from __future__ import annotations
+
+import abc
+import argparse
+import contextlib
+import os
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from infradoctor.environment import describe_environment
+from infradoctor.errors import EXIT_FINDINGS, EXIT_OK, UsageError
+from infradoctor.findings import Severity
+from infradoctor.report.terminal import TerminalRenderer
+from infradoctor.result import Result
+from infradoctor.store import RunStore, default_store_dir
+
+
+class Command(abc.ABC):
+    """A subcommand: name and help come from the class and its docstring."""
+
+    name: str = ""
+
+    @property
+    def summary(self) -> str:
+        """First line of the docstring, for the command list."""
+        return (self.__doc__ or "").strip().splitlines()[0].rstrip(".") if self.__doc__ else ""
+
+    @property
+    def description(self) -> str:
+        """The whole docstring, for ``COMMAND --help``."""
+        return (self.__doc__ or "").strip()
+
+    @abc.abstractmethod
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        """Add this command's arguments."""
+
+    @abc.abstractmethod
+    def run(self, args: argparse.Namespace) -> int:
+        """Do the work; return the exit code (raise InfradoctorError for failures)."""
+
+
+def add_store_option(parser: argparse.ArgumentParser) -> None:
+    """``--store DIR``."""
+    parser.add_argument(
+        "--store",
+        metavar="DIR",
+        type=Path,
+        help="run store directory (default: $INFRADOCTOR_HOME or ./.infradoctor)",
+    )
+
+
+def open_store(args: argparse.Namespace) -> RunStore:
+    """The run store the user asked for."""
+    return RunStore(args.store if getattr(args, "store", None) else default_store_dir())
+
+
+def add_result_options(parser: argparse.ArgumentParser, *, default_fail_on: str | None = None) -> None:
+    """Options shared by every diagnosing command: output, labels, store, exit policy."""
+    group = parser.add_argument_group("result options")
+    group.add_argument("--json", metavar="PATH", help="write the result JSON to PATH ('-' for stdout)")
+    group.add_argument("--label", help="label for this run, e.g. baseline or after")
+    group.add_argument("--note", help="free-text note stored with the run (what changed, why)")
+    group.add_argument("--store", metavar="DIR", type=Path, help="run store directory (default: ./.infradoctor)")
+    group.add_argument("--no-store", action="store_true", help="do not store this run")
+    group.add_argument(
+        "--fail-on",
+        metavar="SEVERITY",
+        default=default_fail_on,
+        help="exit 1 when a finding at or above this severity is found (critical, high, medium, low, info)"
+        + (f"; default {default_fail_on}" if default_fail_on else ""),
+    )
+    group.add_argument("--quiet", "-q", action="store_true", help="print no human summary")
+
+
+def parse_fail_on(value: str | None) -> Severity | None:
+    """The ``--fail-on`` severity, or None."""
+    if value is None or value.lower() == "never":
+        return None
+    try:
+        return Severity.parse(value)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def summary_stream(args: argparse.Namespace) -> TextIO:
+    """Human output goes to stdout unless stdout carries the JSON."""
+    return sys.stderr if getattr(args, "json", None) == "-" else sys.stdout
+
+
+def print_result(result: Result, stream: TextIO) -> None:
+    """The terminal rendering of a result."""
+    color = stream.isatty() and "NO_COLOR" not in os.environ
+    width = 110
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        width = max(80, min(160, os.get_terminal_size(stream.fileno()).columns))
+    stream.write(TerminalRenderer(color=color, width=width).render([result]))
+    stream.flush()
+
+
+def finish(args: argparse.Namespace, result: Result) -> int:
+    """Attach label/note/environment, store, write JSON, print the summary, and decide the exit code."""
+    fail_on = parse_fail_on(getattr(args, "fail_on", None))
+    result = result.with_(
+        label=getattr(args, "label", None) or result.label,
+        note=getattr(args, "note", None) or result.note,
+        environment=result.environment or describe_environment(),
+    )
+    if not getattr(args, "no_store", False):
+        result = open_store(args).save(result)
+    else:
+        from infradoctor.redact import redact
+
+        result = Result.from_dict(redact(result.to_dict()))
+    json_path = getattr(args, "json", None)
+    if json_path == "-":
+        sys.stdout.write(result.to_json() + "\n")
+        sys.stdout.flush()
+    elif json_path:
+        try:
+            Path(json_path).write_text(result.to_json() + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write --json {json_path}: {exc}") from exc
+    if not getattr(args, "quiet", False):
+        print_result(result, summary_stream(args))
+    return exit_code_for(result, fail_on)
+
+
+def exit_code_for(result: Result, fail_on: Severity | None) -> int:
+    """1 when a finding reaches ``fail_on``, else 0."""
+    if fail_on is None:
+        return EXIT_OK
+    worst = result.worst_severity()
+    return EXIT_FINDINGS if worst is not None and worst.rank >= fail_on.rank else EXIT_OK

@@ -1,0 +1,79 @@
+"""``infradoctor rules``: list the finding catalog or explain one code."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from infradoctor.cli.base import Command
+from infradoctor.errors import EXIT_OK, UsageError
+from infradoctor.findings import GROUPS, REGISTRY, UnknownCodeError, rule_docs, spec
+
+
+class RulesCommand(Command):
+    """List every finding code (code, name, group, severity, commands), or explain one.
+
+    `infradoctor rules` lists the catalog; `infradoctor rules P001` (or `rules data-starvation`) explains one
+    code from its rule's documentation: what it detects, why it matters, how it is measured, and the fix.
+    """
+
+    name = "rules"
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        """Arguments."""
+        parser.add_argument("code", nargs="?", help="a code (P001) or name (data-starvation) to explain")
+        parser.add_argument("--group", choices=sorted(GROUPS), help="only codes of one group")
+        parser.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+
+    def run(self, args: argparse.Namespace) -> int:
+        """Print the catalog or one entry."""
+        if args.code:
+            try:
+                entry = spec(args.code)
+            except UnknownCodeError as exc:
+                raise UsageError(str(exc.args[0])) from None
+            doc = rule_docs().get(entry.code, "")
+            if args.format == "json":
+                payload = {
+                    "code": entry.code,
+                    "name": entry.name,
+                    "group": entry.group,
+                    "severity": entry.severity.value,
+                    "title": entry.title,
+                    "commands": list(entry.commands),
+                    "fix": entry.fix,
+                    "risk": entry.risk,
+                    "doc": doc,
+                }
+                sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+                return EXIT_OK
+            lines = [
+                f"{entry.code} {entry.name} ({entry.severity.value}, emitted by {', '.join(entry.commands)})",
+                entry.title,
+                "",
+                doc or f"Fix: {entry.fix}\nRisk: {entry.risk}",
+            ]
+            sys.stdout.write("\n".join(lines).rstrip() + "\n")
+            return EXIT_OK
+        entries = [e for e in REGISTRY.values() if not args.group or e.group == args.group]
+        if args.format == "json":
+            rows = [
+                {
+                    "code": e.code,
+                    "name": e.name,
+                    "group": e.group,
+                    "severity": e.severity.value,
+                    "title": e.title,
+                    "commands": list(e.commands),
+                }
+                for e in entries
+            ]
+            sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+            return EXIT_OK
+        for e in entries:
+            sys.stdout.write(f"{e.code}  {e.name:28} {e.severity.value:8} {', '.join(e.commands):14} {e.title}\n")
+        return EXIT_OK
+
+
+COMMAND = RulesCommand()

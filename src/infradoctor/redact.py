@@ -1,0 +1,120 @@
+"""Secrets never land in stored runs or reports: headers, cookies, tokens in URLs and argv are redacted."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+REDACTED = "[REDACTED]"
+
+_SECRET_KEY = re.compile(
+    r"^(?:x_)?(?:authorization|proxy_authorization|cookie|set_cookie|api_?key|access_token|refresh_token|id_token|"
+    r"auth_token|bearer_token|token|secret|client_secret|password|passwd|pwd|private_key|session_?id|signature|"
+    r"sig|credentials?|amz_security_token|goog_api_key|auth)$"
+    r"|_(?:password|secret|api_?key|access_token|auth_token|bearer_token|private_key)$"
+)
+# Values that look like secrets wherever they appear in free text.
+_INLINE_PATTERNS = (
+    re.compile(r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}"),
+    re.compile(r"\bsk-[A-Za-z0-9_-]{16,}"),  # OpenAI-style keys
+    re.compile(r"\bhf_[A-Za-z0-9]{20,}"),  # Hugging Face tokens
+    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"),  # GitHub tokens
+    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),  # AWS access key ids
+    re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),  # JWTs
+)
+_HEADER_LINE = re.compile(
+    r"(?i)^(\s*(?:authorization|proxy-authorization|cookie|set-cookie|x-api-key|api-key|x-auth-token)\s*:\s*).+$"
+)
+_QUERY_SECRET = re.compile(
+    r"([?&;](?:access_token|refresh_token|id_token|api[_-]?key|apikey|token|key|sig|signature|password|secret|"
+    r"auth|x-amz-security-token|x-amz-signature)=)[^&\s\"'#]+",
+    re.IGNORECASE,
+)
+_URL_IN_TEXT = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s\"'<>]+")
+_FLAG_WITH_VALUE = re.compile(r"^(--?[A-Za-z0-9_-]+)=(.+)$")
+
+
+def is_secret_key(key: str) -> bool:
+    """True when a header, field or parameter name usually holds a secret."""
+    return bool(_SECRET_KEY.search(key.strip().lower().replace("-", "_")))
+
+
+def redact_url(url: str) -> str:
+    """URL with user:password and secret-looking query parameters replaced."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return redact_text(url, _urls=False)
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = f"{REDACTED}@{netloc.rsplit('@', 1)[1]}"
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if any(is_secret_key(k) for k, _ in pairs):
+            query = urlencode([(k, REDACTED if is_secret_key(k) else v) for k, v in pairs], safe="[]")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def redact_text(text: str, *, _urls: bool = True) -> str:
+    """Free text (log lines, argv items, notes) with tokens, keys and credentials in URLs replaced."""
+    if _HEADER_LINE.match(text):
+        return _HEADER_LINE.sub(lambda m: m.group(1) + REDACTED, text)
+    flag = _FLAG_WITH_VALUE.match(text)
+    if flag and is_secret_key(flag.group(1).lstrip("-")):
+        return f"{flag.group(1)}={REDACTED}"
+    out = text
+    if _urls and "://" in out:
+        out = _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), out)
+    if "=" in out:
+        out = _QUERY_SECRET.sub(lambda m: m.group(1) + REDACTED, out)
+    for pattern in _INLINE_PATTERNS:
+        out = pattern.sub(_keep_scheme, out)
+    return out
+
+
+def _keep_scheme(match: re.Match[str]) -> str:
+    word = match.group(0).split(None, 1)
+    if len(word) == 2 and word[0].lower() in ("bearer", "basic", "token"):
+        return f"{word[0]} {REDACTED}"
+    return REDACTED
+
+
+def redact_argv(argv: Sequence[str]) -> list[str]:
+    """Command line with secret flag values (``--api-key X``, ``--token=X``, ``-H 'Authorization: ...'``) hidden."""
+    out: list[str] = []
+    hide_next = False
+    for item in argv:
+        if hide_next:
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        lowered = item.lower()
+        if lowered.startswith("-") and "=" not in item and is_secret_key(lowered.lstrip("-")):
+            out.append(item)
+            hide_next = True
+            continue
+        out.append(redact_text(item))
+    return out
+
+
+def redact(value: Any) -> Any:
+    """Deep copy of a JSON-like value with every secret redacted (keys by name, strings by content)."""
+    if isinstance(value, Mapping):
+        result: dict[str, Any] = {}
+        for key, item in value.items():
+            skey = str(key)
+            if is_secret_key(skey) and isinstance(item, (str, bytes, int, float)) and item not in ("", None):
+                result[skey] = REDACTED
+            elif skey in ("argv", "command") and isinstance(item, list):
+                result[skey] = redact_argv([str(x) for x in item])
+            else:
+                result[skey] = redact(item)
+        return result
+    if isinstance(value, (list, tuple)):
+        return [redact(item) for item in value]
+    if isinstance(value, str):
+        return redact_text(value)
+    return value

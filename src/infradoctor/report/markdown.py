@@ -1,0 +1,126 @@
+"""Markdown: a readable record of a run, for tickets and pull requests."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from infradoctor.report.base import Renderer
+from infradoctor.report.sections import (
+    Bar,
+    Section,
+    Table,
+    command_sections,
+    format_evidence,
+    format_value,
+    headline_table,
+)
+from infradoctor.result import Result
+from infradoctor.store import describe_target
+
+
+def md_escape(text: str) -> str:
+    """Text safe inside Markdown: table pipes, HTML and emphasis characters escaped, one line."""
+    out = str(text).replace("\\", "\\\\")
+    for ch in "|`*_[]<>#":
+        out = out.replace(ch, "\\" + ch)
+    return " ".join(out.splitlines())
+
+
+def md_table(table: Table) -> list[str]:
+    """A pipe table."""
+    lines: list[str] = []
+    if table.title:
+        lines += [f"*{md_escape(table.title)}*", ""]
+    lines.append("| " + " | ".join(md_escape(c) for c in table.columns) + " |")
+    lines.append("|" + "|".join("---" for _ in table.columns) + "|")
+    for row in table.rows:
+        lines.append("| " + " | ".join(md_escape(format_value(c)) for c in row) + " |")
+    lines.append("")
+    return lines
+
+
+def md_bar(bar: Bar) -> list[str]:
+    """A share bar as a list of percentages."""
+    total = sum(v for _, v in bar.parts) or 1.0
+    parts = ", ".join(
+        f"{md_escape(label)} {100 * value / total:.0f}% ({format_value(value)}{bar.unit})"
+        for label, value in bar.parts
+    )
+    title = f"{md_escape(bar.title)}: " if bar.title else ""
+    return [f"{title}{parts}", ""]
+
+
+def md_section(section: Section, level: int = 3) -> list[str]:
+    """A section with its heading."""
+    lines = ["#" * level + " " + md_escape(section.title), ""]
+    for bar in section.bars:
+        lines += md_bar(bar)
+    for table in section.tables:
+        lines += md_table(table)
+    lines += [md_escape(line) + "  " for line in section.lines]
+    if section.lines:
+        lines.append("")
+    return lines
+
+
+class MarkdownRenderer(Renderer):
+    """Headline, command sections, findings with evidence and fix, and errors."""
+
+    format = "md"
+
+    def render(self, results: Sequence[Result]) -> str:
+        """Markdown text."""
+        lines: list[str] = []
+        for result in results:
+            lines += self._one(result)
+        return "\n".join(lines).rstrip() + "\n"
+
+    def _one(self, result: Result) -> list[str]:
+        title = f"infradoctor {result.command}"
+        if result.label:
+            title += f" [{result.label}]"
+        lines = [f"## {md_escape(title)}", ""]
+        meta = [
+            f"- **Target:** {md_escape(describe_target(result.target))}",
+            f"- **Started:** {result.started_at}, {result.duration_s:.1f} s",
+        ]
+        if result.run_id:
+            meta.append(f"- **Run:** `{md_escape(result.run_id)}`")
+        if result.note:
+            meta.append(f"- **Note:** {md_escape(result.note)}")
+        lines += meta + [""]
+        head = headline_table(result)
+        if head:
+            lines += md_table(head)
+        sections, render_errors = command_sections(result)
+        for section in sections:
+            lines += md_section(section)
+        lines += ["### Findings", ""]
+        ranked = result.ranked()
+        if not ranked:
+            lines += ["No findings.", ""]
+        for i, finding in enumerate(ranked, 1):
+            where = f" at `{md_escape(str(finding.location))}`" if finding.location else ""
+            lines.append(
+                f"{i}. **{finding.code} {md_escape(finding.name)}** ({finding.severity.value}): "
+                f"{md_escape(finding.title)}{where}"
+            )
+            if finding.evidence:
+                lines.append(f"   - Evidence: {md_escape(format_evidence(finding.evidence))}")
+            if finding.fix:
+                lines.append(f"   - Fix: {md_escape(finding.fix)}")
+            if finding.risk:
+                lines.append(f"   - Risk: {md_escape(finding.risk)}")
+        lines.append("")
+        errors = list(result.errors) + render_errors
+        if errors:
+            lines += ["### Errors (partial result)", ""]
+            lines += [
+                f"- {md_escape(e.source)}: {md_escape(e.message)}" + (f" (×{e.count})" if e.count > 1 else "")
+                for e in errors
+            ]
+            lines.append("")
+        return lines
+
+
+RENDERER_CLASS = MarkdownRenderer

@@ -1,0 +1,129 @@
+"""Command-specific tables, built from a result's metrics, that every renderer shows the same way.
+
+Each command package may provide ``infradoctor.<command>.present`` with ``sections(result) -> list[Section]``; the
+renderers call it and lay the sections out in their own format. Computation stays out of renderers.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from infradoctor.result import ErrorNote, Result
+
+Cell = str | int | float | None
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table of plain values; renderers format numbers."""
+
+    columns: Sequence[str]
+    """Column headers."""
+    rows: Sequence[Sequence[Cell]]
+    """Rows of cells, one per column."""
+    title: str = ""
+    """Optional caption."""
+
+
+@dataclass(frozen=True)
+class Bar:
+    """A stacked share bar, e.g. the step-time breakdown."""
+
+    parts: Sequence[tuple[str, float]]
+    """(label, value) pairs; shares are value / total."""
+    title: str = ""
+    """Caption."""
+    unit: str = ""
+    """Unit of the values, e.g. ``ms``."""
+
+
+@dataclass(frozen=True)
+class Section:
+    """A titled block of tables, bars and lines of text."""
+
+    title: str
+    """Heading."""
+    tables: Sequence[Table] = field(default_factory=tuple)
+    """Tables."""
+    bars: Sequence[Bar] = field(default_factory=tuple)
+    """Share bars."""
+    lines: Sequence[str] = field(default_factory=tuple)
+    """Free text lines (untrusted: renderers escape)."""
+
+
+SectionBuilder = Callable[[Result], list[Section]]
+
+
+def command_sections(result: Result) -> tuple[list[Section], list[ErrorNote]]:
+    """Sections from the command's ``present`` module; a failing builder becomes an error note, not a crash."""
+    try:
+        module = importlib.import_module(f"infradoctor.{result.command}.present")
+    except ModuleNotFoundError:
+        return [], []
+    builder: SectionBuilder | None = getattr(module, "sections", None)
+    if builder is None:
+        return [], []
+    try:
+        return list(builder(result)), []
+    except Exception as exc:  # noqa: BLE001 - a renderer must show the rest of the result
+        return [], [ErrorNote(f"render:{result.command}", f"{type(exc).__name__}: {exc}")]
+
+
+def headline_table(result: Result) -> Table | None:
+    """The run's headline metrics as a two-column table."""
+    headline = result.metrics.get("headline") if isinstance(result.metrics, Mapping) else None
+    if not isinstance(headline, Mapping) or not headline:
+        return None
+    return Table(columns=("metric", "value"), rows=[(str(k), _cell(v)) for k, v in headline.items()])
+
+
+def _cell(value: Any) -> Cell:
+    if value is None or isinstance(value, (str, int, float)):
+        return value
+    return str(value)
+
+
+def format_value(value: Cell) -> str:
+    """Numbers with sensible precision; None as an en dash."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}" if abs(value) >= 10000 else str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return "–"
+        magnitude = abs(value)
+        if magnitude == 0:
+            return "0"
+        if magnitude >= 1000:
+            return f"{value:,.0f}"
+        if magnitude >= 10:
+            return f"{value:.1f}"
+        if magnitude >= 0.01:
+            return f"{value:.3g}"
+        return f"{value:.2e}"
+    return str(value)
+
+
+def format_evidence(evidence: Mapping[str, Any], limit: int = 8) -> str:
+    """``key=value`` pairs of a finding's evidence, shortest first-class values only."""
+    parts: list[str] = []
+    for key, value in evidence.items():
+        text = _short_json(value) if isinstance(value, (Mapping, list, tuple)) else format_value(_cell(value))
+        parts.append(f"{key}={text}")
+        if len(parts) >= limit:
+            break
+    return ", ".join(parts)
+
+
+def _short_json(value: Any, limit: int = 80) -> str:
+    import json
+
+    text = json.dumps(value, default=str, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,125 @@
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from infradoctor import __version__
+from infradoctor.cli import build_parser, load_commands
+from infradoctor.findings import make_finding
+from infradoctor.result import new_result
+from infradoctor.store import RunStore
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_version(cli) -> None:
+    run = cli("--version")
+    assert run.exit_code == 0
+    assert __version__ in run.stdout
+
+
+def test_every_command_has_help(cli) -> None:
+    for command in load_commands():
+        run = cli(command.name, "--help")
+        assert run.exit_code == 0, command.name
+        assert f"infradoctor {command.name}" in run.stdout
+        assert command.summary
+
+
+def test_usage_error_exits_2(cli) -> None:
+    assert cli("no-such-command").exit_code == 2
+    assert cli().exit_code == 2
+    assert cli("rules", "Z999").exit_code == 2
+
+
+def test_rules_lists_and_explains(cli) -> None:
+    listing = cli("rules")
+    assert listing.exit_code == 0
+    assert len(listing.stdout.strip().splitlines()) == 62
+    one = cli("rules", "P001")
+    assert one.exit_code == 0 and "data-starvation" in one.stdout
+    data = json.loads(cli("rules", "--format", "json", "--group", "N").stdout)
+    assert [d["code"] for d in data][0] == "N001"
+
+
+def test_runs_and_show(cli, isolated_store: Path) -> None:
+    store = RunStore(isolated_store)
+    saved = store.save(
+        new_result(
+            "load",
+            started_at="2026-11-29T10:00:00Z",
+            duration_s=2.0,
+            target={"url": "http://127.0.0.1:9/x"},
+            metrics={"headline": {"p99_ms": 12.5}},
+            findings=[make_finding("S008", "knee at concurrency 8")],
+        ).with_(label="baseline")
+    )
+    listing = cli("runs")
+    assert saved.run_id in listing.stdout and "baseline" in listing.stdout
+    shown = cli("show", "baseline")
+    assert shown.exit_code == 0 and "S008" in shown.stdout
+    as_json = json.loads(cli("show", saved.run_id, "--format", "json").stdout)
+    assert as_json["run_id"] == saved.run_id
+    assert cli("show", "missing-run").exit_code == 2
+
+
+def test_console_script_runs() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "infradoctor", "--version"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert out.returncode == 0 and __version__ in out.stdout
+
+
+def test_readme_usage_matches_help() -> None:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "readme_usage.py"), "--check"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for command in load_commands():
+        assert f"<!-- usage:{command.name} -->" in readme, f"README has no usage section for {command.name}"
+
+
+def test_readme_names_the_ci_test_command() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    match = re.search(r"<!-- test-command -->\n```(?:sh|bash)?\n(.+?)\n```", readme, re.S)
+    assert match, "README lacks the marked test command"
+    assert match.group(1).strip() in ci
+
+
+def test_library_never_prints_or_exits() -> None:
+    import ast
+
+    offenders = []
+    for path in (ROOT / "src" / "infradoctor").rglob("*.py"):
+        rel = path.relative_to(ROOT / "src" / "infradoctor")
+        if rel.parts[0] == "cli" or rel.parts[:2] == ("demo", "workloads") or rel.name == "__main__.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                func = node.func
+                if isinstance(func, ast.Name) and func.id in ("print", "exit", "quit"):
+                    offenders.append(f"{rel}:{node.lineno} {func.id}()")
+                if isinstance(func, ast.Attribute) and func.attr == "exit" and isinstance(func.value, ast.Name) \
+                        and func.value.id == "sys":
+                    offenders.append(f"{rel}:{node.lineno} sys.exit()")
+    assert not offenders, offenders
+
+
+@pytest.mark.parametrize("severity,code", [("high", 0), ("info", 1), ("never", 0)])
+def test_fail_on_policy(severity: str, code: int) -> None:
+    from infradoctor.cli.base import exit_code_for, parse_fail_on
+
+    result = new_result("load", started_at="2026-11-29T10:00:00Z", duration_s=1,
+                        findings=[make_finding("S008", "knee")])
+    assert exit_code_for(result, parse_fail_on(severity)) == code
+
+
+def test_parser_builds() -> None:
+    assert build_parser().prog == "infradoctor"

