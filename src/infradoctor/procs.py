@@ -1,0 +1,85 @@
+"""Child processes and loopback ports: start, wait until ready (bounded), stop (SIGINT, SIGTERM, SIGKILL)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free on ``host`` right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def port_open(host: str, port: int, timeout: float = 0.2) -> bool:
+    """True when something accepts TCP connections on host:port."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def http_status(url: str, timeout: float = 1.0) -> int | None:
+    """HTTP status of a GET, or None when nothing answered."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - loopback URLs from the user
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+def wait_until(
+    ready: Callable[[], bool],
+    *,
+    timeout: float,
+    interval: float = 0.05,
+    alive: Callable[[], bool] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> bool:
+    """Poll ``ready`` until it is true (True), ``alive`` turns false, or ``timeout`` passes (False)."""
+    deadline = clock() + timeout
+    while clock() < deadline:
+        if ready():
+            return True
+        if alive is not None and not alive():
+            return False
+        sleep(interval)
+    return ready()
+
+
+def wait_for_http(url: str, *, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> bool:
+    """Wait until ``url`` answers with any HTTP status (bounded); False if the process died or time ran out."""
+    return wait_until(
+        lambda: http_status(url, timeout=0.5) is not None,
+        timeout=timeout,
+        interval=0.1,
+        alive=(lambda: proc.poll() is None) if proc is not None else None,
+    )
+
+
+def stop_process(proc: subprocess.Popen[bytes], *, grace_s: float = 5.0, group: bool = False) -> int | None:
+    """Stop a child: SIGINT, then SIGTERM, then SIGKILL, each after ``grace_s``; returns its exit code."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+        if proc.poll() is not None:
+            break
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if group:
+                os.killpg(proc.pid, sig)
+            else:
+                proc.send_signal(sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=grace_s if sig != signal.SIGKILL else 10.0)
+    return proc.poll()
