@@ -146,18 +146,21 @@ class RunStore:
 
     def reindex(self) -> int:
         """Rebuild the index from the JSON files; returns how many runs were indexed."""
-        count = 0
         with self._connect() as conn:
-            conn.execute("DELETE FROM runs")
-            for path in sorted(self.runs_dir.glob("*.json")):
-                try:
-                    result = Result.from_json(path.read_text(encoding="utf-8"))
-                except (OSError, ValueError, KeyError, TypeError):
-                    continue
-                if result.run_id is None:
-                    result = result.with_(run_id=path.stem)
-                self._insert(conn, result, path)
-                count += 1
+            return self._rebuild(conn)
+
+    def _rebuild(self, conn: sqlite3.Connection) -> int:
+        count = 0
+        conn.execute("DELETE FROM runs")
+        for path in sorted(self.runs_dir.glob("*.json")):
+            try:
+                result = Result.from_json(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if result.run_id is None:
+                result = result.with_(run_id=path.stem)
+            self._insert(conn, result, path)
+            count += 1
         return count
 
     # -- reading -------------------------------------------------------------------------------------------------
@@ -249,17 +252,12 @@ class RunStore:
 
     @contextmanager
     def _connect(self, *, write: bool = True) -> Iterator[sqlite3.Connection]:
-        try:
-            self.root.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.index_path, timeout=30.0, isolation_level=None)
-        except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"cannot open run index {self.index_path}: {exc}") from exc
+        conn, rebuilt = self._open()
         with closing(conn):
             try:
-                conn.execute("PRAGMA busy_timeout = 30000")
-                conn.execute("PRAGMA journal_mode = WAL")
-                conn.executescript(_SCHEMA)
-                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                conn.execute("BEGIN IMMEDIATE" if write or rebuilt else "BEGIN")
+                if rebuilt:
+                    self._rebuild(conn)
                 yield conn
                 conn.execute("COMMIT")
             except sqlite3.DatabaseError as exc:
@@ -270,6 +268,33 @@ class RunStore:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
+
+    def _open(self) -> tuple[sqlite3.Connection, bool]:
+        """A connection with the schema in place; a damaged index is moved aside and rebuilt from the JSON files."""
+        for attempt in range(2):
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(self.index_path, timeout=30.0, isolation_level=None)
+            except (OSError, sqlite3.Error) as exc:
+                raise StoreError(f"cannot open run index {self.index_path}: {exc}") from exc
+            try:
+                conn.execute("PRAGMA busy_timeout = 30000")
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.executescript(_SCHEMA)
+                return conn, attempt > 0
+            except sqlite3.OperationalError as exc:
+                conn.close()
+                raise StoreError(f"run index {self.index_path} is busy or unwritable: {exc}") from exc
+            except sqlite3.DatabaseError:
+                conn.close()
+                if attempt:
+                    raise
+                stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+                for suffix in ("", "-wal", "-shm"):
+                    damaged = Path(str(self.index_path) + suffix)
+                    if damaged.exists():
+                        damaged.replace(Path(f"{self.index_path}{suffix}.damaged-{stamp}"))
+        raise StoreError(f"run index {self.index_path} could not be rebuilt")
 
 
 def _new_run_id() -> str:

@@ -93,3 +93,14 @@ def test_reindex_from_json_files(tmp_path: Path) -> None:
     for suffix in ("-wal", "-shm"):
         Path(str(store.index_path) + suffix).unlink(missing_ok=True)
     assert store.load("baseline").run_id == saved.run_id
+
+
+def test_damaged_index_is_rebuilt_from_json(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "s")
+    first = store.save(make(label="baseline"))
+    for suffix in ("-wal", "-shm"):
+        Path(str(store.index_path) + suffix).unlink(missing_ok=True)
+    store.index_path.write_bytes(b"this is not a sqlite database" * 100)
+    second = store.save(make(label="after"))
+    assert {r.id for r in store.list()} == {first.run_id, second.run_id}
+    assert list(store.root.glob("index.sqlite.damaged-*"))
