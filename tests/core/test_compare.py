@@ -1,0 +1,83 @@
+import random
+
+from infradoctor.compare import compare_results, lower_is_better
+from infradoctor.compare.analysis import compare_changes
+from infradoctor.findings import make_finding
+from infradoctor.result import new_result
+from infradoctor.stats import bootstrap_diff_ci, mean, order_statistic_ci, quantile
+from infradoctor.store import RunStore
+
+
+def run(latencies: list[float], rps: float, label: str, findings=()):
+    return new_result(
+        "load",
+        started_at="2026-11-29T10:00:00Z",
+        duration_s=5,
+        target={"url": "http://127.0.0.1:1/x"},
+        metrics={"headline": {"throughput_rps": rps, "p99_ms": quantile(sorted(latencies), 0.99)},
+                 "distributions": {"latency_ms": latencies}},
+        findings=list(findings),
+    ).with_(label=label)
+
+
+def samples(seed: int, centre: float, n: int = 800) -> list[float]:
+    rng = random.Random(seed)
+    return [rng.gauss(centre, centre * 0.1) for _ in range(n)]
+
+
+def test_quantile_matches_linear_interpolation() -> None:
+    values = [1.0, 2.0, 3.0, 4.0]
+    assert quantile(values, 0.5) == 2.5
+    assert quantile(values, 0.0) == 1.0 and quantile(values, 1.0) == 4.0
+    assert mean(values) == 2.5
+    lo, hi = order_statistic_ci(1000, 0.99)
+    assert lo < 990 < hi <= 999
+
+
+def test_bootstrap_detects_real_change_and_not_noise() -> None:
+    diff, low, high = bootstrap_diff_ci(samples(1, 100), samples(2, 50), mean, resamples=200)
+    assert -55 < diff < -45 and high < 0
+    same = samples(3, 100)
+    diff, low, high = bootstrap_diff_ci(same, list(reversed(same)), mean, resamples=200)
+    assert abs(diff) < 1e-9 and low < 0 < high
+
+
+def test_compare_calls_out_improvements_and_regressions() -> None:
+    before = run(samples(1, 100), 50.0, "baseline", [make_finding("S001", "serialized")])
+    after = run(samples(2, 50), 100.0, "after")
+    result = compare_results(before, after, resamples=200)
+    rows = {(r["metric"], r["statistic"]): r for r in result.metrics["changes"]}
+    assert rows[("latency_ms", "mean")]["improved"] and rows[("latency_ms", "mean")]["significant"]
+    assert rows[("throughput_rps", "value")]["improved"]
+    assert result.metrics["findings_resolved"] == ["S001"]
+    assert result.metrics["headline"]["regressions"] == 0
+    worse = compare_results(after, before, resamples=200)
+    assert worse.metrics["headline"]["regressions"] >= 2
+
+
+def test_same_distribution_is_within_noise() -> None:
+    same = samples(5, 80)
+    rows = compare_changes(run(same, 10, "a"), run(same[::-1], 10, "b"), resamples=200)
+    dist = [r for r in rows if r.source == "distribution"]
+    assert dist and not any(r.regression or r.improved for r in dist)
+
+
+def test_direction_from_names() -> None:
+    assert lower_is_better("p99_ms") is True
+    assert lower_is_better("throughput_rps") is False
+    assert lower_is_better("samples_per_s") is False
+    assert lower_is_better("data_wait_fraction") is True
+    assert lower_is_better("gpus") is None
+
+
+def test_compare_cli(cli, isolated_store) -> None:
+    store = RunStore(isolated_store)
+    store.save(run(samples(1, 100), 50.0, "baseline"))
+    store.save(run(samples(2, 50), 100.0, "after"))
+    out = cli("compare", "baseline", "after", "--resamples", "100")
+    assert out.exit_code == 0, out.stderr
+    assert "latency_ms" in out.stdout and "better" in out.stdout
+    regress = cli("compare", "after", "baseline", "--resamples", "100", "--fail-on-regression")
+    assert regress.exit_code == 1 and "REGRESSION" in regress.stdout
+    md = cli("compare", "baseline", "after", "--format", "md", "--resamples", "100")
+    assert "| latency\\_ms |" in md.stdout
