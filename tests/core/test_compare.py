@@ -80,4 +80,4 @@ def test_compare_cli(cli, isolated_store) -> None:
     regress = cli("compare", "after", "baseline", "--resamples", "100", "--fail-on-regression")
     assert regress.exit_code == 1 and "REGRESSION" in regress.stdout
     md = cli("compare", "baseline", "after", "--format", "md", "--resamples", "100")
-    assert "| latency\\_ms |" in md.stdout
+    assert "| latency_ms |" in md.stdout

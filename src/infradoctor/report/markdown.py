@@ -19,10 +19,15 @@ from infradoctor.store import describe_target
 
 
 def md_escape(text: str) -> str:
-    """Text safe inside Markdown: table pipes, HTML and emphasis characters escaped, one line."""
+    """Text safe inside Markdown: table pipes, HTML tags, code and emphasis markers escaped, one line.
+
+    Underscores inside words, ``>`` and ``#`` stay as they are: they only act at the start of a line, and every line
+    the renderers write starts with their own prefix.
+    """
     out = str(text).replace("\\", "\\\\")
-    for ch in "|`*_[]<>#":
+    for ch in "|`*[]":
         out = out.replace(ch, "\\" + ch)
+    out = out.replace("<", "&lt;")
     return " ".join(out.splitlines())
 
 
