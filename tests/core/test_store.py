@@ -32,7 +32,9 @@ def test_save_list_resolve_load(tmp_path: Path) -> None:
     assert {r.id for r in runs} == {a.run_id, b.run_id}
     assert runs[0].headline == {"p99_ms": 120.0, "rps": 50.0}
     assert store.resolve("baseline") == a.run_id
-    assert store.resolve(a.run_id[:-2]) in (a.run_id, b.run_id) or True
+    assert store.resolve(a.run_id[:-1]) == a.run_id
+    with pytest.raises(StoreError, match="ambiguous"):
+        store.resolve(a.run_id[:4])
     assert store.load("after").run_id == b.run_id
     assert store.load(a.run_id).findings[0].code == "S008"
     with pytest.raises(StoreError, match="no run"):

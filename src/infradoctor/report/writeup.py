@@ -214,8 +214,8 @@ def build_writeup(runs: Sequence[Result], *, title: str | None = None, resamples
         scen = f"[{pair.scenario}] " if pair.scenario else ""
         note = pair.after.note or "(no note recorded)"
         changes.append(
-            f"{scen}{note} (baseline run {pair.before.run_id or 'unsaved'}, after run {pair.after.run_id or 'unsaved'}, "
-            f"{pair.after.command})"
+            f"{scen}{note} (baseline run {pair.before.run_id or 'unsaved'}, "
+            f"after run {pair.after.run_id or 'unsaved'}, {pair.after.command})"
         )
         changes += [f"    {describe_change(row)}" for row in pair.key_changes(4)]
         resolved = pair.comparison.metrics.get("findings_resolved") or []
