@@ -1,0 +1,1 @@
+"""Bundled sick workloads and their fixed versions, written the way users write them."""

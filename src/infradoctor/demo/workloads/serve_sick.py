@@ -1,0 +1,40 @@
+"""Inference service (as first written): FastAPI, model loaded inside the handler, async def endpoint."""
+
+import os
+import sys
+import tempfile
+
+import torch
+import uvicorn
+from fastapi import FastAPI
+from pydantic import BaseModel
+
+from common import build_model
+
+torch.set_num_threads(1)
+WEIGHTS = os.path.join(tempfile.gettempdir(), f"infradoctor-demo-weights-{os.getpid()}.pt")
+torch.save(build_model().state_dict(), WEIGHTS)
+
+app = FastAPI()
+
+
+class Request(BaseModel):
+    inputs: list[list[float]]
+
+
+@app.get("/health")
+async def health():
+    return {"status": "ok"}
+
+
+@app.post("/predict")
+async def predict(request: Request):
+    model = build_model()
+    model.load_state_dict(torch.load(WEIGHTS))
+    features = torch.tensor(request.inputs)
+    logits = model(features)
+    return {"labels": logits.argmax(dim=1).tolist()}
+
+
+if __name__ == "__main__":
+    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
