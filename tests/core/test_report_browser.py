@@ -52,4 +52,4 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
 
 
 def _near(a: tuple[int, int, int], b: tuple[int, int, int], tol: int = 6) -> bool:
-    return all(abs(x - y) <= tol for x, y in zip(a, b))
+    return all(abs(x - y) <= tol for x, y in zip(a, b, strict=True))
