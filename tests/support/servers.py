@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -129,6 +131,7 @@ defaults
     mode http
     log global
     option httplog
+    option dontlognull
     timeout connect 2s
     timeout client 30s
     timeout server 30s
@@ -145,4 +148,9 @@ defaults
             raise RuntimeError(f"haproxy did not start: {log.read_text(errors='replace')}")
         yield Running(proc, port, log)
     finally:
+        # SIGUSR1 is HAProxy's soft stop: finished sessions are logged before it exits.
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGUSR1)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5.0)
         stop_process(proc, grace_s=5.0)

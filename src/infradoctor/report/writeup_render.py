@@ -2,12 +2,37 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from html import escape
+from typing import Any
 
+from infradoctor.compare.present import verdict
 from infradoctor.report.charts import all_charts
 from infradoctor.report.html import html_page
 from infradoctor.report.markdown import md_escape
-from infradoctor.report.writeup import Writeup, describe_change, finding_line
+from infradoctor.report.sections import format_value
+from infradoctor.report.writeup import Writeup, finding_line
+
+CHANGE_COLUMNS = ("metric", "before", "after", "change", "95% CI of change", "verdict")
+
+
+def change_cells(row: Mapping[str, Any]) -> list[str]:
+    """Cells of one before -> after row."""
+    stat = row.get("statistic")
+    name = str(row.get("metric")) + (f" ({stat})" if stat and stat != "value" else "")
+    pct = row.get("change_pct")
+    ci = "–"
+    if row.get("ci_low") is not None and row.get("ci_high") is not None:
+        ci = f"[{row['ci_low']:+.3g}, {row['ci_high']:+.3g}]"
+    return [
+        name,
+        format_value(row.get("before")),
+        format_value(row.get("after")),
+        f"{pct:+.0f}%" if isinstance(pct, (int, float)) else "–",
+        ci,
+        verdict(row),
+    ]
+
 
 SECTIONS = ("Summary", "Method", "Findings", "Changes made", "Risks / tradeoffs", "Recommended next steps")
 
@@ -40,8 +65,8 @@ def to_markdown(writeup: Writeup) -> str:
         if not rows:
             continue
         out += [f"**{md_escape(pair.scenario or pair.after.command)}: before -> after**", ""]
-        out += ["| metric | before -> after |", "|---|---|"]
-        out += [f"| {md_escape(str(r['metric']))} | {md_escape(describe_change(r))} |" for r in rows]
+        out += ["| " + " | ".join(CHANGE_COLUMNS) + " |", "|" + "---|" * len(CHANGE_COLUMNS)]
+        out += ["| " + " | ".join(md_escape(c) for c in change_cells(r)) + " |" for r in rows]
         out.append("")
     out += ["## Risks / tradeoffs", ""] + [f"- {md_escape(s)}" for s in writeup.risks or ["None identified."]] + [""]
     out += ["## Recommended next steps", ""] + [f"{i}. {md_escape(s)}" for i, s in enumerate(writeup.next_steps, 1)]
@@ -73,8 +98,8 @@ def to_html(writeup: Writeup) -> str:
         rows = pair.key_changes(6)
         if rows:
             body.append(f"<table><caption>{escape(pair.scenario or pair.after.command)}: before -&gt; after</caption>")
-            body.append("<tr><th>metric</th><th>before -&gt; after</th></tr>")
-            body += [f"<tr><td>{escape(str(r['metric']))}</td><td>{escape(describe_change(r))}</td></tr>" for r in rows]
+            body.append("<tr>" + "".join(f"<th>{escape(c)}</th>" for c in CHANGE_COLUMNS) + "</tr>")
+            body += ["<tr>" + "".join(f"<td>{escape(c)}</td>" for c in change_cells(r)) + "</tr>" for r in rows]
             body.append("</table>")
     body.append("</section>")
     charts = all_charts(writeup.runs)
