@@ -22,6 +22,10 @@ def _pair(current: Any, maximum: Any, fmt: str = "{}") -> str:
     return f"{left}/{right}"
 
 
+def _whole(value: Any) -> int | None:
+    return round(value) if isinstance(value, (int, float)) else None
+
+
 def _round(value: Any) -> str:
     return f"{value:.2f}" if isinstance(value, (int, float)) else "–"
 
@@ -43,27 +47,35 @@ def gpu_section(gpu: Mapping[str, Any]) -> Section:
     rows: list[list[Cell]] = []
     for d in devices:
         ecc = d.get("ecc") or {}
-        reasons = [r for r in d.get("clock_event_reason_names") or () if r != "gpu_idle"]
+        lost = (d.get("unavailable") or {}).get("device")
+        if lost:
+            rows.append([d.get("index"), f"not readable: {lost}", *([None] * 9)])
+            continue
+        reasons = [
+            r.removesuffix("_slowdown").replace("_", " ")
+            for r in d.get("clock_event_reason_names") or ()
+            if r != "gpu_idle"
+        ]
+        name = str(d.get("name") or "–").removeprefix("NVIDIA ")
         rows.append(
             [
                 d.get("index"),
-                d.get("name"),
-                d.get("utilization_gpu_pct"),
-                _pair(_gib(d.get("memory_used_bytes")), _gib(d.get("memory_total_bytes"))),
-                d.get("temperature_c"),
+                name,
+                _whole(d.get("utilization_gpu_pct")),
+                _pair(_gib(d.get("memory_used_bytes")), _gib(d.get("memory_total_bytes")), "{:.0f}"),
+                _whole(d.get("temperature_c")),
                 _pair(d.get("power_draw_w"), d.get("power_limit_w"), "{:.0f}"),
                 _pair(d.get("sm_clock_mhz"), d.get("max_sm_clock_mhz")),
-                ", ".join(reasons) or "–",
+                f"{_pair(d.get('pcie_gen_current'), d.get('pcie_gen_max'))} "
+                f"x{_pair(d.get('pcie_width_current'), d.get('pcie_width_max'))}",
                 _pair(ecc.get("volatile_uncorrected"), ecc.get("aggregate_uncorrected")),
                 _flag(d.get("remapped_rows_pending")),
-                f"gen {_pair(d.get('pcie_gen_current'), d.get('pcie_gen_max'))} "
-                f"x{_pair(d.get('pcie_width_current'), d.get('pcie_width_max'))}",
-                len(d.get("processes") or ()),
+                ", ".join(reasons) or "–",
             ]
         )
     table = Table(
-        columns=("gpu", "name", "util %", "mem GiB", "temp C", "power W", "SM MHz", "clock events",
-                 "ECC unc vol/agg", "remap pending", "PCIe", "procs"),
+        columns=("gpu", "name", "util%", "mem GiB", "temp C", "power W", "SM MHz", "PCIe gen/width", "ECC unc",
+                 "remap", "clocks"),
         rows=rows,
     )
     return Section("GPUs", tables=(table,), lines=(header,))
