@@ -88,6 +88,7 @@ def test_record_lines_round_trip(tmp_path: Path) -> None:
 def test_sampler_reads_host_and_gpus() -> None:
     record = json.loads((FIXTURES / "healthy_8x_h100.nvml.json").read_text())
     sampler = NodeSampler(NvmlBackend(ReplayNvml(record)))
+    assert sampler()["cpu_util_pct"] is None  # the first CPU reading spans an unknown time
     values = sampler()
     assert 0.0 <= values["cpu_util_pct"] <= 100.0 and values["mem_used_pct"] > 0
     assert values["gpu7_util_pct"] == 97.0 and values["gpu0_throttle"] == 0.0

@@ -162,20 +162,41 @@ def kernel_section(kernel: Mapping[str, Any]) -> Section:
 
 
 def watch_section(watch: Mapping[str, Any]) -> Section:
-    """Per metric min/mean/p95/max over the watch."""
+    """Host metrics min/mean/p95/max over the watch, then one row per GPU."""
     metrics: Mapping[str, Mapping[str, Any]] = watch.get("metrics") or {}
-    rows: list[list[Cell]] = [
-        [name, m.get("count"), m.get("min"), m.get("mean"), m.get("p95"), m.get("max")] for name, m in metrics.items()
+    host_rows: list[list[Cell]] = [
+        [name, m.get("count"), m.get("min"), m.get("mean"), m.get("p95"), m.get("max")]
+        for name, m in metrics.items()
+        if not name.startswith("gpu")
     ]
+    tables = [Table(columns=("metric", "samples", "min", "mean", "p95", "max"), rows=host_rows)]
+    gpu_ids = sorted({name.split("_", 1)[0] for name in metrics if name.startswith("gpu")}, key=lambda g: int(g[3:]))
+
+    def stat(gpu: str, metric: str, key: str) -> Cell:
+        value = (metrics.get(f"{gpu}_{metric}") or {}).get(key)
+        return value if isinstance(value, (int, float)) else None
+
+    if gpu_ids:
+        gpu_rows: list[list[Cell]] = []
+        for gpu in gpu_ids:
+            throttled = stat(gpu, "throttle", "mean")
+            gpu_rows.append([
+                int(gpu[3:]), stat(gpu, "util_pct", "mean"), stat(gpu, "util_pct", "p95"),
+                stat(gpu, "mem_used_pct", "max"), stat(gpu, "temp_c", "max"), stat(gpu, "power_w", "mean"),
+                stat(gpu, "sm_clock_mhz", "min"),
+                round(100.0 * throttled, 1) if isinstance(throttled, (int, float)) else None,
+            ])
+        tables.append(Table(
+            columns=("gpu", "util% mean", "util% p95", "mem% max", "temp C max", "power W mean", "SM MHz min",
+                     "throttled % of samples"),
+            rows=gpu_rows,
+            title="GPUs over the watch",
+        ))
     line = (
         f"{watch.get('samples')} samples every {watch.get('interval_s')} s over {watch.get('elapsed_s')} s"
         + (" (stopped early)" if watch.get("interrupted") else "")
     )
-    return Section(
-        "Watch",
-        tables=(Table(columns=("metric", "samples", "min", "mean", "p95", "max"), rows=rows),),
-        lines=(line,),
-    )
+    return Section("Watch", tables=tuple(tables), lines=(line,))
 
 
 def sections(result: Result) -> list[Section]:

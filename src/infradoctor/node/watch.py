@@ -62,10 +62,10 @@ class NodeSampler:
 
     def __call__(self) -> dict[str, float | None]:
         """One sample's values."""
-        if not self._primed:
-            psutil.cpu_percent(None)  # the first reading since process start is meaningless
-            self._primed = True
-        values: dict[str, float | None] = {"cpu_util_pct": float(psutil.cpu_percent(None))}
+        busy = float(psutil.cpu_percent(None))
+        # the first reading covers an unknown span (since process start or the previous caller): not a sample
+        values: dict[str, float | None] = {"cpu_util_pct": busy if self._primed else None}
+        self._primed = True
         try:
             values["load_1m"] = float(psutil.getloadavg()[0])
         except (OSError, AttributeError):
