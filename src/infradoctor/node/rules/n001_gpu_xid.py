@@ -1,0 +1,86 @@
+"""N001 gpu-xid: NVIDIA Xid errors in the kernel log.
+
+What it detects:
+    ``NVRM: Xid (PCI:...): N`` lines in the kernel log (dmesg, journalctl -k, /var/log/kern.log, or the file given
+    with ``--kernel-log``). One finding per Xid code, with the GPUs (PCI addresses) and processes involved.
+
+Why it matters:
+    An Xid is the driver reporting a GPU error. Some are the application's own fault (13, 31, 43: a bad kernel or
+    illegal address; the GPU is fine); others mean the GPU needs a reset (48, 62, 95, 119, 120), the node needs a
+    reboot (79: the GPU fell off the bus), or the board needs to be drained and replaced (64, 92). Jobs that hit
+    them crash, hang or silently lose a GPU.
+
+How it is measured:
+    Each Xid line is parsed (code, PCI address, pid and process name where printed) and looked up in a table of
+    meaning, origin (application / hardware / driver) and action (restart app, reset GPU, reboot, drain). Severity
+    follows the action: ``critical`` for reboot or drain, ``high`` for a GPU reset, ``medium`` for application
+    errors, ``low`` when nothing is to be done (45, 121). The affected GPU is named by matching the PCI address to
+    the GPU probe.
+
+Fix:
+    Act per code, as the finding says: application errors -> fix or restart the application; reset the GPU
+    (``nvidia-smi -r -i N`` with no processes on it) for 48/62/63/95/119/120; reboot and drain for 79; drain and
+    RMA when 64/92/95 recur or row remapping failed (see N002).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from infradoctor.findings import Finding, Location, Severity, make_finding
+from infradoctor.node.evidence import NodeEvidence, XidEvent
+from infradoctor.node.kernel import normalise_pci, xid_info
+from infradoctor.node.rules._common import NodeOptions
+
+CODE = "N001"
+
+SEVERITY_BY_ACTION = {
+    "reboot": Severity.CRITICAL,
+    "drain": Severity.CRITICAL,
+    "reset GPU": Severity.HIGH,
+    "restart app": Severity.MEDIUM,
+    "none": Severity.LOW,
+}
+"""Severity of a finding from the action its Xid code calls for."""
+
+
+def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
+    """One finding per Xid code seen."""
+    by_code: dict[int, list[XidEvent]] = defaultdict(list)
+    for event in evidence.kernel.xid_events:
+        by_code[event.code].append(event)
+    gpu_by_pci = {normalise_pci(d.pci_bus_id): d for d in evidence.gpu.devices if d.pci_bus_id}
+    findings = []
+    for code, events in sorted(by_code.items()):
+        info = xid_info(code)
+        pcis = sorted({e.pci for e in events})
+        gpus = [gpu_by_pci[p].label for p in pcis if normalise_pci(p) in gpu_by_pci]
+        names = sorted({e.process_name for e in events if e.process_name})
+        pids = sorted({e.pid for e in events if e.pid is not None})
+        where = ", ".join(gpus or [f"PCI:{p}" for p in pcis])
+        title = f"Xid {code} ({info.meaning}) x{len(events)} on {where}: {info.action}"
+        findings.append(
+            make_finding(
+                CODE,
+                title,
+                {
+                    "xid": code,
+                    "count": len(events),
+                    "meaning": info.meaning,
+                    "origin": info.origin,
+                    "action": info.action,
+                    "pci": pcis,
+                    "gpus": gpus,
+                    "pids": pids[:20],
+                    "processes": names[:20],
+                    "first_timestamp": events[0].timestamp,
+                    "last_timestamp": events[-1].timestamp,
+                    "example": events[-1].message[:300],
+                    "kernel_log": evidence.kernel.source,
+                },
+                severity=SEVERITY_BY_ACTION.get(info.action, Severity.HIGH),
+                fix=info.advice,
+                location=Location(file=evidence.kernel.source or "kernel log", line=events[0].line),
+            )
+        )
+    return findings

@@ -1,0 +1,89 @@
+"""N003 gpu-throttling: GPU clocks held down by thermal, power or hardware slowdown.
+
+What it detects:
+    Active clock event ("throttle") reasons other than the benign ones: software power cap (0x4), hardware slowdown
+    (0x8), software thermal slowdown (0x20), hardware thermal slowdown (0x40), hardware power brake (0x80). Idle
+    (0x1), application clocks (0x2), sync boost (0x10) and display clocks (0x100) are ignored: they are not faults.
+
+Why it matters:
+    A throttled GPU runs the same work slower: thermal and hardware slowdowns cut clocks by half or more, and the
+    job's step time grows while nothing in the application changed. In a multi-GPU job one throttled GPU slows
+    every rank to its pace.
+
+How it is measured:
+    NVML ``nvmlDeviceGetCurrentClocksEventReasons`` (older: ``...ClocksThrottleReasons``) or nvidia-smi's
+    ``<clocks_event_reasons>`` / ``<clocks_throttle_reasons>``, with the SM clock against its maximum and the
+    temperature and power draw as evidence. Severity: ``high`` for thermal or hardware slowdown and power brake;
+    ``low`` for the software power cap alone (normal at full load on many boards, but it caps clocks); ``medium``
+    when the power cap holds the SM clock below :data:`POWER_CAP_CLOCK_FRACTION` of its maximum.
+
+Fix:
+    Thermal: check airflow, fan and chassis cooling, inlet temperature, and dust; compare with neighbouring GPUs.
+    Power brake or hardware slowdown: check PSUs and power cabling, and the BMC's event log. Power cap: check the
+    limit (``nvidia-smi -q -d POWER``) against the board's default.
+"""
+
+from __future__ import annotations
+
+from infradoctor.findings import Finding, Severity, make_finding
+from infradoctor.node.evidence import NodeEvidence
+from infradoctor.node.gpu.base import BENIGN_REASON_MASK, active_reasons
+from infradoctor.node.rules._common import NodeOptions, gpu_location
+
+CODE = "N003"
+
+SEVERE_REASONS = frozenset({"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"})
+"""Reasons that mean a fault (heat, power delivery, hardware) rather than normal power management."""
+POWER_CAP_CLOCK_FRACTION = 0.7
+"""Under a power cap alone, an SM clock below this share of its maximum raises the severity to medium."""
+
+
+def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
+    """One finding per GPU with a non-benign clock event reason active."""
+    findings = []
+    for device in evidence.gpu.devices:
+        mask = device.clock_event_reasons
+        if not mask or not mask & ~BENIGN_REASON_MASK:
+            continue
+        reasons = [r for r in active_reasons(mask) if not r.benign]
+        names = [r.name for r in reasons]
+        clock_fraction = (
+            device.sm_clock_mhz / device.max_sm_clock_mhz
+            if device.sm_clock_mhz is not None and device.max_sm_clock_mhz
+            else None
+        )
+        if SEVERE_REASONS & set(names):
+            severity = Severity.HIGH
+        elif clock_fraction is not None and clock_fraction < options.threshold(
+            CODE, "POWER_CAP_CLOCK_FRACTION", POWER_CAP_CLOCK_FRACTION
+        ):
+            severity = Severity.MEDIUM
+        else:
+            severity = Severity.LOW
+        clock_text = (
+            f", SM clock {device.sm_clock_mhz}/{device.max_sm_clock_mhz} MHz" if clock_fraction is not None else ""
+        )
+        temp_text = f", {device.temperature_c:.0f} C" if device.temperature_c is not None else ""
+        findings.append(
+            make_finding(
+                CODE,
+                f"{device.label} throttled: {', '.join(names)}{clock_text}{temp_text}",
+                {
+                    "gpu": device.index,
+                    "name": device.name,
+                    "reasons": names,
+                    "reasons_mask": hex(mask),
+                    "meanings": [r.meaning for r in reasons],
+                    "sm_clock_mhz": device.sm_clock_mhz,
+                    "max_sm_clock_mhz": device.max_sm_clock_mhz,
+                    "sm_clock_fraction": round(clock_fraction, 3) if clock_fraction is not None else None,
+                    "temperature_c": device.temperature_c,
+                    "power_draw_w": device.power_draw_w,
+                    "power_limit_w": device.power_limit_w,
+                    "utilization_gpu_pct": device.utilization_gpu_pct,
+                },
+                severity=severity,
+                location=gpu_location(device),
+            )
+        )
+    return findings

@@ -1,0 +1,51 @@
+"""N012 gpu-not-visible: this machine should have a GPU, but none can be seen.
+
+What it detects:
+    Signs that a GPU is expected (``CUDA_VISIBLE_DEVICES`` set to devices, ``/dev/nvidia[0-9]*`` device nodes, the
+    ``nvidia`` kernel module loaded) while neither NVML nor nvidia-smi shows any GPU.
+
+Why it matters:
+    Work that should run on the GPU silently falls back to the CPU (100x slower) or fails at start-up with "no CUDA
+    GPUs are available". Typical causes: a container started without the GPU runtime or device mounts, a driver /
+    library version mismatch after an upgrade, or a GPU that fell off the bus (see N001, Xid 79).
+
+How it is measured:
+    The GPU probe's result (NVML, then nvidia-smi) against the signs above. Recorded evidence (``--smi-xml``,
+    ``--nvml-record``) is judged the same way.
+
+Fix:
+    Run ``nvidia-smi``: "NVML: Driver/library version mismatch" -> reboot or reload the driver; "No devices were
+    found" -> check the kernel log for Xid 79 and the PCI bus (``lspci | grep -i nvidia``). In containers, start with
+    the NVIDIA runtime (``--gpus all`` / the device plugin) and check ``CUDA_VISIBLE_DEVICES``.
+"""
+
+from __future__ import annotations
+
+from infradoctor.findings import Finding, make_finding
+from infradoctor.node.evidence import NodeEvidence
+from infradoctor.node.rules._common import NodeOptions
+
+CODE = "N012"
+
+
+def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
+    """One finding when a GPU is expected and none is visible."""
+    reasons = evidence.expectation.reasons
+    if not reasons or (evidence.gpu.available and evidence.gpu.devices):
+        return []
+    why_not = evidence.gpu.source if not evidence.gpu.available else "the driver lists no GPUs"
+    return [
+        make_finding(
+            CODE,
+            f"GPU expected ({'; '.join(reasons)}) but none visible: {why_not}",
+            {
+                "expected_because": list(reasons),
+                "backend": evidence.gpu.backend,
+                "probe_result": why_not,
+                "cuda_visible_devices": evidence.expectation.cuda_visible_devices,
+                "device_nodes": list(evidence.expectation.device_nodes),
+                "driver_loaded": evidence.expectation.driver_loaded,
+                "driver_version": evidence.expectation.driver_version_file,
+            },
+        )
+    ]

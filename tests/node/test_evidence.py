@@ -1,0 +1,63 @@
+"""Evidence round trips (to_dict / from_dict / stored metrics) and the human sections built from metrics."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from infradoctor.node.evidence import EccCounts, GpuDevice, HostEvidence, from_dict, to_dict
+from infradoctor.node.gpu.smi_xml import SmiXmlBackend
+from infradoctor.node.kernel import read_kernel_log
+from infradoctor.node.present import sections
+from infradoctor.node.rules import evaluate
+from infradoctor.node.snapshot import NodeRequest, build_result, collect_evidence, evidence_from_metrics
+from infradoctor.report import render
+from infradoctor.result import Result
+
+from .builders import evidence, gpu, host
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "node"
+
+
+def test_dataclasses_round_trip() -> None:
+    device = gpu(2, ecc=EccCounts(1, None, 3, 0), unavailable={"power_draw": "Not Supported"})
+    assert from_dict(GpuDevice, to_dict(device)) == device
+    assert from_dict(HostEvidence, to_dict(host())) == host()
+
+
+def test_from_dict_rejects_wrong_types() -> None:
+    data = to_dict(gpu(0))
+    data["index"] = "zero"
+    with pytest.raises(TypeError):
+        from_dict(GpuDevice, data)
+
+
+def test_stored_metrics_rebuild_the_same_evidence_and_findings() -> None:
+    request = NodeRequest(smi_xml=FIXTURES / "thermal_throttle_4x_a100.xml",
+                          kernel_log=FIXTURES / "xid79_ecc_kern.log")
+    ev = collect_evidence(request, sleep=lambda _: None)
+    result = build_result(request, ev, started_at="2026-11-29T10:00:00Z", duration_s=1.0)
+    stored = Result.from_json(result.to_json())
+    rebuilt = evidence_from_metrics(stored.metrics)
+    assert rebuilt.gpu == ev.gpu and rebuilt.kernel == ev.kernel and rebuilt.host == ev.host
+    assert evaluate(rebuilt) == evaluate(ev)
+
+
+def test_sections_and_every_renderer_show_node_results() -> None:
+    probe = SmiXmlBackend(xml_file=FIXTURES / "pcie_x8_2x_l40s.xml").probe()
+    ev = evidence(*probe.snapshot.devices, gpu=probe.snapshot, kernel=read_kernel_log(FIXTURES / "xid79_ecc_kern.log"))
+    result = build_result(NodeRequest(), ev, started_at="2026-11-29T10:00:00Z", duration_s=0.4)
+    titles = [s.title for s in sections(result)]
+    assert titles == ["GPUs", "Kernel log", "Host"]
+    for fmt in ("terminal", "md", "html"):
+        text = render(result, fmt)
+        assert "NVIDIA L40S" in text and "x8/16" in text and "fallen off the bus" in text, fmt
+        assert "N010" in text and "N001" in text
+
+
+def test_sections_survive_a_result_without_gpus_or_host() -> None:
+    ev = evidence(host=None)
+    result = build_result(NodeRequest(host=False), ev, started_at="2026-11-29T10:00:00Z", duration_s=0.1)
+    assert [s.title for s in sections(result)] == ["GPUs", "Kernel log"]
+    assert "no GPU visible" in render(result, "md")

@@ -1,0 +1,101 @@
+"""On a real NVIDIA GPU: NVML and nvidia-smi XML agree, records replay exactly, the CLI sees the GPUs.
+
+Run with ``pytest -m gpu`` on a machine with a GPU; excluded by default.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from infradoctor.node.gpu.nvml import NvmlBackend, record_live_nvml, replay_backend
+from infradoctor.node.gpu.smi_xml import SmiXmlBackend
+from infradoctor.node.watch import NodeSampler
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def nvml_probe():
+    backend = NvmlBackend()
+    reason = backend.init()
+    if reason is not None:
+        pytest.skip(f"no NVML here: {reason}")
+    try:
+        yield backend.probe()
+    finally:
+        backend.close()
+
+
+@pytest.fixture(scope="module")
+def smi_probe():
+    if shutil.which("nvidia-smi") is None:
+        pytest.skip("nvidia-smi not on PATH")
+    return SmiXmlBackend().probe()
+
+
+def test_nvml_sees_gpus(nvml_probe) -> None:
+    snap = nvml_probe.snapshot
+    assert snap.available and snap.devices and snap.driver_version
+    for device in snap.devices:
+        assert device.name and device.uuid and device.pci_bus_id
+        assert device.memory_total_bytes and device.memory_total_bytes > 1024**3
+        assert device.pcie_width_max and device.pcie_gen_max
+
+
+def test_nvml_and_smi_xml_agree(nvml_probe, smi_probe) -> None:
+    nvml, smi = nvml_probe.snapshot, smi_probe.snapshot
+    assert smi.available, smi_probe.notes
+    assert smi.driver_version == nvml.driver_version
+    assert len(smi.devices) == len(nvml.devices)
+    for a, b in zip(nvml.devices, smi.devices, strict=True):
+        assert a.name == b.name
+        assert a.uuid == b.uuid
+        assert (a.pci_bus_id or "").upper() == (b.pci_bus_id or "").upper()
+        assert a.memory_total_bytes is not None and b.memory_total_bytes is not None
+        assert abs(a.memory_total_bytes - b.memory_total_bytes) <= 0.02 * a.memory_total_bytes
+        assert a.pcie_width_max == b.pcie_width_max
+        assert a.pcie_gen_max == b.pcie_gen_max
+        assert a.max_sm_clock_mhz == b.max_sm_clock_mhz
+        assert a.persistence_mode == b.persistence_mode
+        assert a.mig_enabled == b.mig_enabled or (a.mig_enabled is None and b.mig_enabled is None)
+        assert a.ecc_enabled == b.ecc_enabled
+        if a.power_limit_w is not None and b.power_limit_w is not None:
+            assert abs(a.power_limit_w - b.power_limit_w) <= 1.0
+        assert a.remapped_rows_pending == b.remapped_rows_pending
+        assert a.ecc.aggregate_uncorrected == b.ecc.aggregate_uncorrected
+
+
+def test_record_replays_to_the_same_evidence(tmp_path: Path) -> None:
+    path = tmp_path / "record.json"
+    live = record_live_nvml(path)
+    if not live.snapshot.available:
+        pytest.skip("NVML not available")
+    replayed = replay_backend(path).probe()
+    assert replayed.snapshot.devices == live.snapshot.devices
+    assert json.loads(path.read_text())["system"]["nvmlDeviceGetCount"] == len(live.snapshot.devices)
+
+
+def test_sampler_reads_every_gpu(nvml_probe) -> None:
+    backend = NvmlBackend()
+    try:
+        values = NodeSampler(backend)()
+    finally:
+        backend.close()
+    for device in nvml_probe.snapshot.devices:
+        assert values[f"gpu{device.index}_util_pct"] is not None
+        assert values[f"gpu{device.index}_mem_used_pct"] is not None
+
+
+def test_cli_on_this_gpu_machine(cli, tmp_path: Path, nvml_probe, result_validator) -> None:
+    out = tmp_path / "out.json"
+    res = cli("node", "--json", str(out))
+    assert res.exit_code == 0, res.stderr
+    data = json.loads(out.read_text())
+    result_validator(data)
+    assert data["metrics"]["gpu"]["backend"] == "nvml"
+    assert data["metrics"]["headline"]["gpus"] == len(nvml_probe.snapshot.devices)
+    assert "N012" not in {f["code"] for f in data["findings"]}

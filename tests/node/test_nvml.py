@@ -1,0 +1,169 @@
+"""The NVML backend: the real library where it is absent, and recorded values with NVML's own error classes."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pynvml
+import pytest
+
+from infradoctor.node.gpu import select_backend
+from infradoctor.node.gpu.none import NoGpuBackend
+from infradoctor.node.gpu.nvml import (
+    NA,
+    NvmlBackend,
+    NvmlQuery,
+    RecordFormatError,
+    RecordingNvml,
+    ReplayNvml,
+    record_live_nvml,
+    replay_backend,
+)
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "node"
+
+
+def healthy_record() -> dict:
+    return json.loads((FIXTURES / "healthy_8x_h100.nvml.json").read_text(encoding="utf-8"))
+
+
+def real_nvml_available() -> bool:
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return False
+    pynvml.nvmlShutdown()
+    return True
+
+
+@pytest.mark.skipif(real_nvml_available(), reason="NVML is available here; the GPU suite covers it")
+def test_real_pynvml_without_driver_is_not_available() -> None:
+    probe = NvmlBackend().probe()
+    assert probe.snapshot.available is False and probe.snapshot.devices == ()
+    assert "NVML could not initialise" in probe.notes[0].message
+    backend, notes = select_backend("auto")
+    assert backend.name in ("smi", "none")
+
+
+def test_query_helper_maps_every_nvml_error_and_missing_functions() -> None:
+    class Lib:
+        def nvmlDeviceGetName(self, handle):  # noqa: N802
+            return "GPU"
+
+        def nvmlDeviceGetRemappedRows(self, handle):  # noqa: N802
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+
+        def nvmlDeviceGetPowerUsage(self, handle):  # noqa: N802
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NO_PERMISSION)
+
+    query = NvmlQuery(Lib())
+    assert query("nvmlDeviceGetName", 0) == "GPU" and query.last_reason is None
+    assert query("nvmlDeviceGetRemappedRows", 0) is NA and query.last_reason == "Not Supported"
+    assert query("nvmlDeviceGetPowerUsage", 0, default=-1) == -1
+    assert query.last_reason == "Insufficient Permissions"
+    assert query("nvmlDeviceGetFutureThing", 0) is NA
+    assert query.failures["nvmlDeviceGetFutureThing"] == "function not in this nvidia-ml-py"
+    assert not NA and repr(NA) == "N/A"
+
+
+def test_replay_gives_pynvml_shapes_and_raises_recorded_errors() -> None:
+    lib = ReplayNvml(healthy_record())
+    handle = lib.nvmlDeviceGetHandleByIndex(3)
+    assert lib.nvmlDeviceGetMemoryInfo(handle).total == 81559 * 1024 * 1024
+    assert lib.nvmlDeviceGetPciInfo(handle).busId == "00000000:5D:00.0"
+    assert lib.nvmlDeviceGetComputeRunningProcesses(handle)[0].usedGpuMemory == 72404 * 1024 * 1024
+    with pytest.raises(pynvml.NVMLError_NotSupported):
+        lib.nvmlDeviceGetRetiredPages(handle, 0)
+    with pytest.raises(pynvml.NVMLError_FunctionNotFound):
+        lib.nvmlDeviceGetFanSpeed(handle)
+    with pytest.raises(pynvml.NVMLError_InvalidArgument):
+        lib.nvmlDeviceGetHandleByIndex(8)
+
+
+def test_not_supported_functions_are_none_with_reason() -> None:
+    record = healthy_record()
+    device = record["devices"][0]
+    for key in ("nvmlDeviceGetPowerUsage", "nvmlDeviceGetRemappedRows", "nvmlDeviceGetCurrPcieLinkWidth"):
+        device[key] = {"nvml_error": "NVML_ERROR_NOT_SUPPORTED"}
+    device["nvmlDeviceGetTemperature(0)"] = {"nvml_error": "NVML_ERROR_NO_PERMISSION"}
+    del device["nvmlDeviceGetCurrentClocksEventReasons"]  # older driver: only the throttle-reasons call
+    device["nvmlDeviceGetCurrentClocksThrottleReasons"] = 0x44
+    probe = NvmlBackend(ReplayNvml(record)).probe()
+    gpu = probe.snapshot.devices[0]
+    assert gpu.power_draw_w is None and gpu.power_limit_w == 700.0
+    assert gpu.remapped_rows_pending is None and gpu.pcie_width_current is None and gpu.temperature_c is None
+    assert gpu.unavailable["power_draw"] == "Not Supported"
+    assert gpu.unavailable["temperature"] == "Insufficient Permissions"
+    assert gpu.clock_event_reasons == 0x44
+    messages = [n.message for n in probe.notes]
+    assert "nvmlDeviceGetTemperature: Insufficient Permissions" in messages
+    assert not any("RemappedRows" in m or "RetiredPages" in m for m in messages)  # expected per GPU generation
+    assert probe.snapshot.devices[1].power_draw_w == pytest.approx(620.47)
+
+
+@pytest.mark.parametrize(
+    "error", ["NVML_ERROR_LIBRARY_NOT_FOUND", "NVML_ERROR_DRIVER_NOT_LOADED", "NVML_ERROR_LIB_RM_VERSION_MISMATCH"]
+)
+def test_init_failure_is_not_available(error: str) -> None:
+    record = healthy_record()
+    record["system"]["nvmlInit"] = {"nvml_error": error}
+    probe = NvmlBackend(ReplayNvml(record)).probe()
+    assert probe.snapshot.available is False
+    assert str(pynvml.NVMLError(getattr(pynvml, error))) in probe.notes[0].message
+
+
+def test_record_replay_round_trip(tmp_path: Path) -> None:
+    original = healthy_record()
+    recorder = RecordingNvml(ReplayNvml(copy.deepcopy(original)))
+    first = NvmlBackend(recorder).probe()
+    again = recorder.record({p.pid: p.name for d in first.snapshot.devices for p in d.processes if p.name})
+    for recorded, source in zip(again["devices"], original["devices"], strict=True):
+        for key, value in recorded.items():
+            assert source[key] == value, key
+    path = tmp_path / "again.json"
+    path.write_text(json.dumps(again), encoding="utf-8")
+    second = replay_backend(path).probe()
+    assert second.snapshot.devices == first.snapshot.devices
+
+
+def test_save_record_on_this_machine(tmp_path: Path) -> None:
+    path = tmp_path / "here.json"
+    probe = record_live_nvml(path)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert data["format"] == "infradoctor.nvml-record/1"
+    replayed = replay_backend(path).probe()
+    assert replayed.snapshot.available == probe.snapshot.available
+    assert len(replayed.snapshot.devices) == len(probe.snapshot.devices)
+
+
+@pytest.mark.parametrize(
+    "content", ["not json", "[]", '{"format": "other"}', '{"format": "infradoctor.nvml-record/1", "system": {}}',
+                '{"format": "infradoctor.nvml-record/1", "system": {}, "devices": [1]}'],
+)
+def test_bad_records_select_the_none_backend(tmp_path: Path, content: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(content, encoding="utf-8")
+    backend, _ = select_backend("auto", nvml_record=path)
+    assert isinstance(backend, NoGpuBackend)
+    probe = backend.probe()
+    assert "cannot use NVML record" in probe.notes[0].message
+    if content.startswith("{"):
+        with pytest.raises(RecordFormatError):
+            ReplayNvml(json.loads(content))
+
+
+def test_sample_reads_the_fast_fields_only() -> None:
+    record = healthy_record()
+    calls: list[str] = []
+
+    class Counting(ReplayNvml):
+        def __getattribute__(self, name):
+            if name.startswith("nvmlDevice"):
+                calls.append(name)
+            return super().__getattribute__(name)
+
+    devices = NvmlBackend(Counting(record)).sample()
+    assert len(devices) == 8 and devices[2].utilization_gpu_pct == 97.0 and devices[2].temperature_c == 60.0
+    assert "nvmlDeviceGetTotalEccErrors" not in calls and "nvmlDeviceGetComputeRunningProcesses" not in calls

@@ -1,0 +1,250 @@
+"""Each node rule on evidence built by hand: it fires on the bad case, stays quiet on the good one, and at its edges."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from infradoctor.findings import Severity, iter_rule_modules, rule_codes
+from infradoctor.node.evidence import (
+    DiskUsage,
+    EccCounts,
+    FdEvidence,
+    GpuExpectation,
+    GpuProcess,
+    GpuSnapshot,
+    KernelLogEvidence,
+    MemoryEvidence,
+    MetricSummary,
+    SocketEvidence,
+    WatchSummary,
+)
+from infradoctor.node.kernel import parse_xid_line
+from infradoctor.node.rules import (
+    RULES,
+    NodeOptions,
+    evaluate,
+    n001_gpu_xid,
+    n002_gpu_ecc,
+    n003_gpu_throttling,
+    n004_gpu_memory_pressure,
+    n005_gpu_contention,
+    n006_host_memory_pressure,
+    n007_cpu_saturated,
+    n008_disk_full,
+    n009_socket_exhaustion,
+    n010_pcie_degraded,
+    n012_gpu_not_visible,
+)
+
+from .builders import GIB, evidence, gpu, host
+
+OPTS = NodeOptions()
+
+
+def codes(findings) -> list[str]:
+    return [f.code for f in findings]
+
+
+def test_healthy_node_has_no_findings() -> None:
+    assert evaluate(evidence(gpu(0), gpu(1))) == []
+
+
+def test_every_node_rule_module_is_run() -> None:
+    node_modules = [m for m in iter_rule_modules() if m.__name__.startswith("infradoctor.node.rules.")]
+    assert {c for m in node_modules for c in rule_codes(m)} == {f"N0{n:02d}" for n in range(1, 13)} - {"N011"}
+    assert len(RULES) == len(node_modules)
+
+
+def kernel_with(*lines: str) -> KernelLogEvidence:
+    events = tuple(e for i, line in enumerate(lines, 1) if (e := parse_xid_line(line, i)))
+    return KernelLogEvidence(source="kern.log", lines_read=len(lines), xid_events=events, xid_events_total=len(events))
+
+
+def test_n001_one_finding_per_code_with_action_severity_and_gpu_name() -> None:
+    ev = evidence(
+        gpu(0, pci_bus_id="00000000:3B:00.0"),
+        kernel=kernel_with(
+            "[ 10.0] NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+            "[ 11.0] NVRM: Xid (PCI:0000:3b:00): 79, pid=77, name=python, GPU has fallen off the bus.",
+            "[ 12.0] NVRM: Xid (PCI:0000:5e:00): 13, pid=12, name=train.py, Graphics SM Warp Exception",
+            "[ 13.0] NVRM: Xid (PCI:0000:5e:00): 45, pid=12, name=train.py, Ch 00000010",
+        ),
+    )
+    found = {f.evidence["xid"]: f for f in n001_gpu_xid.check(ev, OPTS)}
+    assert set(found) == {79, 13, 45}
+    assert found[79].severity is Severity.CRITICAL
+    assert found[79].evidence["count"] == 2 and found[79].evidence["action"] == "reboot"
+    assert found[79].evidence["gpus"] == ["GPU 0 (00000000:3B:00.0)"]
+    assert found[79].evidence["pids"] == [77]
+    assert found[79].location is not None and found[79].location.line == 1
+    assert found[13].severity is Severity.MEDIUM and found[13].evidence["origin"] == "application"
+    assert found[13].evidence["processes"] == ["train.py"]
+    assert "PCI:0000:5e:00" in found[13].title
+    assert found[45].severity is Severity.LOW
+
+
+def test_n002_pending_remap_uncorrectable_failure_and_retired_pages() -> None:
+    assert n002_gpu_ecc.check(evidence(gpu(0)), OPTS) == []
+    pending = gpu(0, remapped_rows_pending=True, ecc=EccCounts(3, 2, 10, 2))
+    (finding,) = n002_gpu_ecc.check(evidence(pending), OPTS)
+    assert finding.severity is Severity.HIGH
+    assert "pending" in finding.title and "2 uncorrectable" in finding.title
+    failed = gpu(1, remapped_rows_failure=True)
+    assert n002_gpu_ecc.check(evidence(failed), OPTS)[0].severity is Severity.CRITICAL
+    lifetime = gpu(2, ecc=EccCounts(0, 0, 0, 4))
+    assert n002_gpu_ecc.check(evidence(lifetime), OPTS)[0].severity is Severity.MEDIUM
+    pre_ampere = gpu(3, retired_pages_single_bit=40, retired_pages_double_bit=20, remapped_rows_pending=None)
+    assert n002_gpu_ecc.check(evidence(pre_ampere), OPTS)[0].severity is Severity.CRITICAL
+    noisy = gpu(4, ecc=EccCounts(n002_gpu_ecc.CORRECTED_VOLATILE_WARN + 1, 0, 5000, 0))
+    assert n002_gpu_ecc.check(evidence(noisy), OPTS)[0].severity is Severity.LOW
+    quiet = gpu(5, ecc=EccCounts(n002_gpu_ecc.CORRECTED_VOLATILE_WARN, 0, 5000, 0))
+    assert n002_gpu_ecc.check(evidence(quiet), OPTS) == []
+
+
+@pytest.mark.parametrize(
+    "mask,severity",
+    [
+        (0x1, None),  # idle
+        (0x2 | 0x10 | 0x100, None),  # application clocks, sync boost, display: not throttling
+        (0x4, Severity.LOW),  # power cap at full clocks
+        (0x40 | 0x20, Severity.HIGH),  # HW + SW thermal
+        (0x8, Severity.HIGH),
+        (0x80, Severity.HIGH),
+    ],
+)
+def test_n003_ignores_benign_reasons(mask: int, severity: Severity | None) -> None:
+    findings = n003_gpu_throttling.check(evidence(gpu(0, clock_event_reasons=mask)), OPTS)
+    assert [f.severity for f in findings] == ([severity] if severity else [])
+
+
+def test_n003_power_cap_with_low_clock_is_medium() -> None:
+    device = gpu(0, clock_event_reasons=0x4, sm_clock_mhz=1200, max_sm_clock_mhz=1980)
+    (finding,) = n003_gpu_throttling.check(evidence(device), OPTS)
+    assert finding.severity is Severity.MEDIUM
+    assert finding.evidence["reasons"] == ["sw_power_cap"]
+    assert finding.evidence["sm_clock_fraction"] == pytest.approx(1200 / 1980, abs=1e-3)
+
+
+def test_n004_threshold_edge_and_processes() -> None:
+    at_limit = gpu(0, memory_used_bytes=int(0.95 * 80 * GIB))
+    assert n004_gpu_memory_pressure.check(evidence(at_limit), OPTS) == []
+    over = gpu(1, memory_used_bytes=int(0.97 * 80 * GIB))
+    (finding,) = n004_gpu_memory_pressure.check(evidence(over), OPTS)
+    assert finding.evidence["processes"][0]["pid"] == 1001 and finding.severity is Severity.MEDIUM
+    full = gpu(2, memory_used_bytes=80 * GIB)
+    assert n004_gpu_memory_pressure.check(evidence(full), OPTS)[0].severity is Severity.HIGH
+    custom = NodeOptions(thresholds={"N004.USED_FRACTION": 0.4})
+    assert n004_gpu_memory_pressure.check(evidence(gpu(3)), custom)
+
+
+def test_n005_counts_distinct_compute_processes_and_skips_mig() -> None:
+    two = (GpuProcess(1, "a", GIB), GpuProcess(2, "b", 2 * GIB))
+    (finding,) = n005_gpu_contention.check(evidence(gpu(0, processes=two)), OPTS)
+    assert [p["pid"] for p in finding.evidence["processes"]] == [2, 1]
+    assert n005_gpu_contention.check(evidence(gpu(0, processes=two, mig_enabled=True)), OPTS) == []
+    graphics = (GpuProcess(1, "a", GIB), GpuProcess(2, "Xorg", GIB, kind="graphics"))
+    assert n005_gpu_contention.check(evidence(gpu(0, processes=graphics)), OPTS) == []
+
+
+def with_memory(available_gib: float, swap_used_gib: float = 0.0, swap_total_gib: float = 8.0):
+    mem = MemoryEvidence(total_bytes=64 * GIB, available_bytes=int(available_gib * GIB),
+                         used_bytes=int((64 - available_gib) * GIB), swap_total_bytes=int(swap_total_gib * GIB),
+                         swap_used_bytes=int(swap_used_gib * GIB))
+    return evidence(host=host(memory=mem))
+
+
+def test_n006_low_available_memory_and_heavy_swap() -> None:
+    assert n006_host_memory_pressure.check(with_memory(10), OPTS) == []
+    (low,) = n006_host_memory_pressure.check(with_memory(4), OPTS)
+    assert low.severity is Severity.HIGH and low.evidence["available_fraction"] == pytest.approx(4 / 64, abs=1e-3)
+    assert n006_host_memory_pressure.check(with_memory(1), OPTS)[0].severity is Severity.CRITICAL
+    (swap,) = n006_host_memory_pressure.check(with_memory(20, swap_used_gib=6), OPTS)
+    assert "swap" in swap.title
+    # Little swap in use, even if most of a tiny swap file, is not heavy.
+    assert n006_host_memory_pressure.check(with_memory(20, swap_used_gib=0.1, swap_total_gib=0.15), OPTS) == []
+    assert n006_host_memory_pressure.check(evidence(host=None), OPTS) == []
+
+
+def test_n007_utilisation_load_and_watch_mean() -> None:
+    base = host()
+    busy = dataclasses.replace(base.cpu, utilization_pct=99.0)
+    (finding,) = n007_cpu_saturated.check(evidence(host=host(cpu=busy)), OPTS)
+    assert finding.severity is Severity.MEDIUM and finding.evidence["utilization_source"] == "snapshot"
+    both = dataclasses.replace(busy, load_1m=20.0)
+    assert n007_cpu_saturated.check(evidence(host=host(cpu=both)), OPTS)[0].severity is Severity.HIGH
+    loaded = dataclasses.replace(base.cpu, load_1m=16.0)
+    assert n007_cpu_saturated.check(evidence(host=host(cpu=loaded)), OPTS)[0].evidence["load_per_core"] == 2.0
+    calm = WatchSummary(10, 1.0, 9.0, False, {"cpu_util_pct": MetricSummary(10, 10.0, 30.0, 50.0, 60.0)})
+    assert n007_cpu_saturated.check(evidence(host=host(cpu=busy), watch=calm), OPTS) == []
+    assert n007_cpu_saturated.check(evidence(host=base), OPTS) == []
+
+
+def disk(total_gib: float, free_gib: float, inodes: tuple[int, int] | None = None) -> DiskUsage:
+    total = int(total_gib * GIB)
+    free = int(free_gib * GIB)
+    return DiskUsage("/data", "/dev/sdb1", "xfs", total, total - free, free,
+                     inodes[0] if inodes else None, inodes[1] if inodes else None, ("HF_HOME",))
+
+
+def test_n008_share_free_space_and_inodes() -> None:
+    assert n008_disk_full.check(evidence(host=host(disks=(disk(100, 50),))), OPTS) == []
+    (share,) = n008_disk_full.check(evidence(host=host(disks=(disk(100, 5),))), OPTS)
+    assert share.severity is Severity.HIGH and share.location.file == "/data"
+    (big,) = n008_disk_full.check(evidence(host=host(disks=(disk(20_000, 0.5),))), OPTS)
+    assert big.severity is Severity.CRITICAL and "0.5 GiB free" in big.title
+    # a small /boot with 0.6 GiB free is judged by share only
+    assert n008_disk_full.check(evidence(host=host(disks=(disk(1, 0.6),))), OPTS) == []
+    (inodes,) = n008_disk_full.check(evidence(host=host(disks=(disk(100, 50, inodes=(1000, 50)),))), OPTS)
+    assert "inodes" in inodes.title
+
+
+def test_n009_time_wait_ports_and_fds() -> None:
+    assert n009_socket_exhaustion.check(evidence(), OPTS) == []
+    tw = SocketEvidence({"TIME_WAIT": 20000}, 32768, 60999, 100)
+    (finding,) = n009_socket_exhaustion.check(evidence(host=host(sockets=tw)), OPTS)
+    assert finding.severity is Severity.MEDIUM and "TIME_WAIT" in finding.title
+    ports = SocketEvidence({"ESTABLISHED": 27000}, 32768, 60999, 27000)
+    assert n009_socket_exhaustion.check(evidence(host=host(sockets=ports)), OPTS)[0].severity is Severity.HIGH
+    fds = FdEvidence(process_open=900, process_soft_limit=1024, process_hard_limit=4096, system_allocated=10,
+                     system_max=100)
+    (fd_finding,) = n009_socket_exhaustion.check(evidence(host=host(fds=fds)), OPTS)
+    assert "file descriptors" in fd_finding.title
+    assert n009_socket_exhaustion.check(evidence(host=host(sockets=None)), OPTS) == []
+
+
+def test_n010_width_always_generation_only_when_busy() -> None:
+    (narrow,) = n010_pcie_degraded.check(evidence(gpu(0, pcie_width_current=8)), OPTS)
+    assert narrow.severity is Severity.MEDIUM and narrow.evidence["width_degraded"] is True
+    idle_low_gen = gpu(1, pcie_gen_current=1, utilization_gpu_pct=0.0)
+    assert n010_pcie_degraded.check(evidence(idle_low_gen), OPTS) == []
+    busy_low_gen = gpu(2, pcie_gen_current=3, utilization_gpu_pct=95.0)
+    (gen,) = n010_pcie_degraded.check(evidence(busy_low_gen), OPTS)
+    assert gen.severity is Severity.LOW and gen.evidence["gen_degraded_under_load"] is True
+    unknown = gpu(3, pcie_width_current=None, pcie_gen_current=None)
+    assert n010_pcie_degraded.check(evidence(unknown), OPTS) == []
+
+
+@pytest.mark.parametrize(
+    "expectation,visible,fires",
+    [
+        (GpuExpectation("0,1", (), False, None), False, True),
+        (GpuExpectation(None, ("/dev/nvidia0",), False, None), False, True),
+        (GpuExpectation(None, (), True, "NVRM version: 550.90.07"), False, True),
+        (GpuExpectation("", (), False, None), False, False),  # empty: the user hid the GPUs on purpose
+        (GpuExpectation("-1", (), False, None), False, False),
+        (GpuExpectation(None, (), False, None), False, False),
+        (GpuExpectation("0", ("/dev/nvidia0",), True, None), True, False),
+    ],
+)
+def test_n012_expected_but_not_visible(expectation: GpuExpectation, visible: bool, fires: bool) -> None:
+    snapshot = (
+        GpuSnapshot("nvml", "libnvidia-ml", "550", "12.4", (gpu(0),), True)
+        if visible
+        else GpuSnapshot("none", "NVML could not initialise: Driver Not Loaded", None, None, (), False)
+    )
+    findings = n012_gpu_not_visible.check(evidence(gpu=snapshot, expectation=expectation), OPTS)
+    assert codes(findings) == (["N012"] if fires else [])
+    if fires:
+        assert "Driver Not Loaded" in findings[0].title
