@@ -5,8 +5,9 @@ and dispatches to one rule module per code (:mod:`infradoctor.scan.rules`).
 
 Result ``metrics`` layout:
 
-- ``headline``: ``findings``, ``files_scanned``, ``lines_scanned``, ``parse_errors`` (files that could not be
-  scanned), ``suppressed`` (``# noqa``), ``fixes_applied``, ``lines_per_s``.
+- ``headline``: ``findings``, ``files_scanned``, ``lines_scanned``, ``file_problems`` (files that could not be
+  scanned: parse errors, bad encoding, too large, unreadable, missing), ``suppressed`` (``# noqa``),
+  ``fixes_applied``, ``lines_per_s``.
 - ``by_code``: ``{code: count}`` of findings.
 - ``by_file``: ``{path: count}`` for the 50 files with most findings.
 - ``fixes``: ``[{file, line, code, description}]`` written by ``--fix``.

@@ -407,7 +407,11 @@ def _scan_file(path: Path, config: ScanConfig, options: ScanOptions, problems: l
                fixes: list[AppliedFix]) -> _FileOutcome | None:
     display = display_path(path)
     try:
-        size = path.stat().st_size
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode):
+            problems.append(FileProblem(display, "unreadable", "not a regular file; skipped"))
+            return None
+        size = st.st_size
         if size > options.max_file_bytes:
             problems.append(FileProblem(display, "too-large", f"{size} bytes is over the {options.max_file_bytes} "
                                         "byte limit; skipped"))
