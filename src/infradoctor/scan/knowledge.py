@@ -73,6 +73,7 @@ MODEL_LOADERS = frozenset(
         "onnxruntime.InferenceSession", "joblib.load", "tensorflow.keras.models.load_model",
         "keras.models.load_model", "keras.saving.load_model", "tensorflow.saved_model.load",
         "ultralytics.YOLO", "vllm.LLM", "diffusers.DiffusionPipeline.from_pretrained",
+        "safetensors.torch.load_file", "torch.hub.load_state_dict_from_url",
     }
 )
 """Qualified names of calls that build or load a model (besides any ``*.from_pretrained`` and torchvision models)."""
@@ -97,8 +98,8 @@ PIPELINE_PRODUCERS = frozenset({"transformers.pipeline", "sentence_transformers.
 """Model wrappers that already run without autograd (C004 does not ask them for no_grad)."""
 
 MODEL_NAME_RE = re.compile(
-    r"^(model|net|network|llm|classifier|encoder|decoder|backbone|detector|predictor|segmenter|"
-    r"[a-z0-9_]*_model|model_[a-z0-9_]+|[a-z0-9_]*_net|[a-z0-9_]*_classifier)$"
+    r"^(model|net|network|llm|classifier|backbone|[a-z0-9_]*_model|model_[a-z0-9_]+|[a-z0-9_]*_net|"
+    r"[a-z0-9_]*_classifier)$"
 )
 """Variable names that are taken for models when their assignment is not in the file (``self.model``)."""
 
@@ -192,7 +193,7 @@ HOST_SYNCS = frozenset({"item", "cpu", "numpy", "tolist"})
 """Tensor methods that copy to the host and wait for the device (C006)."""
 
 INFERENCE_FUNCTION_RE = re.compile(
-    r"(^|_)(predict|prediction|predictions|infer|inference|evaluate|evaluation|eval|generate|serve|validate|"
+    r"(^|_)(predict|prediction|predictions|infer|inference|evaluate|evaluation|eval|serve|validate|"
     r"validation|classify|embed|score)(_|$)"
 )
 """Function names that say "inference" (C004 asks these for no_grad)."""

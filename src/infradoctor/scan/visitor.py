@@ -74,6 +74,8 @@ class LoopFrame:
     """Dotted name of the iterable's root (``loader`` for ``enumerate(loader)``), when simple."""
     assigned: set[str] = field(default_factory=set)
     """Names assigned inside the loop so far."""
+    unpacked: bool = False
+    """The header unpacks each item (``for x, y in data``) without enumerate/zip: items are tuples (batches)."""
     hot: bool = False
     """The loop runs model calls or training steps (a hot loop)."""
     pending: list[Hit] = field(default_factory=list)
@@ -141,7 +143,7 @@ class CallInfo:
     """A call site, with what rules ask about it computed once."""
 
     __slots__ = ("node", "name", "key", "receiver", "receiver_key", "awaited", "model_call", "load_kind",
-                 "assigned_to", "_ctx", "_qual")
+                 "assigned_to", "outer_method", "_ctx", "_qual")
 
     def __init__(self, node: ast.Call, ctx: FileContext, awaited: bool) -> None:
         self.node = node
@@ -157,6 +159,8 @@ class CallInfo:
         self.model_call = False
         self.load_kind: str | None = None
         self.assigned_to: list[str] = []
+        self.outer_method: str | None = None
+        """Method called on this call's result (``parameters`` for ``m.cpu().parameters()``)."""
         self._ctx = ctx
         self._qual: str | None | bool = False
 
@@ -343,6 +347,20 @@ class FileContext:
             return False
         return key in self.model_vars or is_model_name(key)
 
+    def is_model_callee(self, func: ast.Name | ast.Attribute) -> bool:
+        """A called expression is a model forward (not a class or a function defined or imported here)."""
+        key = dotted(func)
+        if key is None:
+            return False
+        if key in self.model_vars:
+            return True
+        last = key.rsplit(".", 1)[-1]
+        if last[:1].isupper():
+            return False
+        if isinstance(func, ast.Name) and (func.id in self.defined or func.id in self.aliases):
+            return False
+        return is_model_name(key)
+
     def is_cuda_expr(self, node: ast.AST | None) -> bool:
         """A device expression that means CUDA: ``"cuda:0"``, ``torch.device("cuda")``, a name assigned one."""
         if node is None:
@@ -430,6 +448,7 @@ class FileVisitor:
         self.rules = ctx.rules
         self._awaited: ast.AST | None = None
         self._assign: tuple[ast.AST, list[str]] | None = None
+        self._receiver_of: tuple[ast.AST, str] | None = None
         self._dispatch: dict[type, Callable[[Any], None]] = {
             ast.Import: self.visit_import, ast.ImportFrom: self.visit_import_from,
             ast.FunctionDef: self.visit_function, ast.AsyncFunctionDef: self.visit_function,
@@ -450,6 +469,9 @@ class FileVisitor:
         """Visit the module; fire end-of-file hooks; return the hits."""
         ctx = self.ctx
         ctx.scope = Scope("module", "<module>", tree, None)
+        for stmt in tree.body:  # functions and classes may be used above their definition
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                ctx.defined.add(stmt.name)
         self.visit_body(tree.body)
         self.end_scope(ctx.scope)
         for hook in self.rules.on_file_end:
@@ -618,17 +640,20 @@ class FileVisitor:
         ctx = self.ctx
         targets = names_in(target) if target is not None else set()
         iter_key = None
+        unpacked = isinstance(target, (ast.Tuple, ast.List))
         if iterable is not None:
             inner = iterable
             while isinstance(inner, ast.Call) and inner.args and (dotted(inner.func) or "").rsplit(".", 1)[-1] in (
                     "enumerate", "tqdm", "iter", "zip", "trange", "track"):
+                if (dotted(inner.func) or "").rsplit(".", 1)[-1] in ("enumerate", "zip"):
+                    unpacked = False
                 inner = inner.args[0]
             iter_key = root_key(inner)
             if iter_key is not None and (iter_key in ctx.pinned_loaders or iter_key in ctx.scope.pinned):
                 ctx.scope.pinned.update(targets)
             else:
                 ctx.scope.pinned.difference_update(targets)
-        frame = LoopFrame(node, targets, iter_key)
+        frame = LoopFrame(node, targets, iter_key, unpacked=unpacked)
         for outer in ctx.scope.loops:
             outer.assigned.update(targets)
         ctx.scope.loops.append(frame)
@@ -676,6 +701,9 @@ class FileVisitor:
         disabling = 0
         for item in node.items:
             self.visit(item.context_expr)
+            if item.optional_vars is not None:
+                for frame in ctx.scope.loops:
+                    frame.assigned.update(names_in(item.optional_vars))
             expr = item.context_expr
             qual = ctx.resolve_expr(expr)
             if qual in K.GRAD_DISABLERS or (
@@ -799,7 +827,8 @@ class FileVisitor:
             return None
         if isinstance(func, ast.Attribute) and func.attr in K.DETACHERS:
             return None
-        if ctx.is_model_expr(func) or (isinstance(func, ast.Attribute) and func.attr == "forward"
+        if (isinstance(func, (ast.Name, ast.Attribute)) and ctx.is_model_callee(func)) or (
+                isinstance(func, ast.Attribute) and func.attr == "forward"
                                        and ctx.is_model_expr(func.value)):
             return "model_output"
         if name and K.LOSS_FUNCTION_RE.search(name):
@@ -851,8 +880,8 @@ class FileVisitor:
             ctx.uses_cuda = node.lineno
         if name == "is_available" and call.key and call.key.endswith("cuda.is_available") and ctx.uses_cuda is None:
             ctx.uses_cuda = node.lineno
-        if (isinstance(func, (ast.Name, ast.Attribute)) and ctx.is_model_expr(func)) or (
-                name == "forward" and ctx.is_model_expr(call.receiver)):
+        if (node.args or node.keywords) and ((isinstance(func, (ast.Name, ast.Attribute)) and ctx.is_model_callee(
+                func)) or (name == "forward" and ctx.is_model_expr(call.receiver))):
             call.model_call = True
             ctx.mark_hot()
             model_key = dotted(func) if name != "forward" else call.receiver_key
@@ -862,6 +891,8 @@ class FileVisitor:
             ctx.called_models.add(call.receiver_key or "")
         if self._assign is not None and self._assign[0] is node:
             call.assigned_to = self._assign[1]
+        if self._receiver_of is not None and self._receiver_of[0] is node:
+            call.outer_method = self._receiver_of[1]
         if self.rules.on_model_load:
             call.load_kind = model_load_kind(call, ctx)
         if name is not None and name in K.REGISTER_METHODS or (
@@ -884,6 +915,8 @@ class FileVisitor:
                 hook(call, ctx)
         # Children: the callee's receiver chain, then arguments (offloaded or spawned where they are).
         if isinstance(func, ast.Attribute):
+            if isinstance(func.value, ast.Call):
+                self._receiver_of = (func.value, func.attr)
             self.visit(func.value)
         elif not isinstance(func, ast.Name):
             self.visit(func)

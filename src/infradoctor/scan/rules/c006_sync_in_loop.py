@@ -29,6 +29,8 @@ from infradoctor.scan.visitor import CallInfo, FileContext, LoopFrame
 
 CODE = "C006"
 CALL_NAMES = K.HOST_SYNCS | {"print"}
+_MODULE_METHODS = frozenset({"parameters", "named_parameters", "state_dict", "modules", "children", "buffers",
+                             "eval", "train", "load_state_dict", "named_modules"})
 
 
 def _tensor_names(call: CallInfo, ctx: FileContext) -> list[str]:
@@ -58,6 +60,9 @@ def check(call: CallInfo, ctx: FileContext) -> None:
     else:
         if call.receiver is None or call.node.args or (call.node.keywords and call.name != "numpy"):
             return
+        if call.outer_method in _MODULE_METHODS or (call.receiver_key or "").lower().endswith("module") or (
+                ctx.is_model_expr(call.receiver)):
+            return  # `model.cpu()`, `m.cpu().parameters()`: moves a module, not a tensor read
         inner = call.receiver
         while isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) and inner.func.attr in CALL_NAMES:
             covered.add(id(inner))
