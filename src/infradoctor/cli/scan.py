@@ -1,0 +1,92 @@
+"""``infradoctor scan``: static checks for AI-serving and PyTorch anti-patterns."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from infradoctor.cli.base import Command, add_result_options, finish
+from infradoctor.errors import UsageError
+from infradoctor.result import utc_now_iso
+from infradoctor.scan.config import ConfigError
+from infradoctor.scan.engine import ScanOptions, scan_paths
+from infradoctor.scan.output import format_text, to_result
+from infradoctor.scan.sarif import to_sarif
+
+
+def _codes(values: list[str] | None) -> list[str] | None:
+    if not values:
+        return None
+    return [code.strip() for value in values for code in value.split(",") if code.strip()]
+
+
+class ScanCommand(Command):
+    """Static checks for AI-serving and PyTorch anti-patterns (codes C001-C014).
+
+    Finds models loaded per request or per loop iteration, blocking calls in async handlers, inference without
+    no_grad/inference_mode, host syncs and per-sample model calls in hot loops, tensors kept with their graph,
+    DataLoader settings, empty_cache() as a fix, several workers each holding a GPU model, and unsafe torch.load.
+    `infradoctor rules C003` explains a code.
+
+    Suppress one line with `# noqa: C003` (or a bare `# noqa`); configure in pyproject.toml:
+      [tool.infradoctor.scan]
+      select = ["C0"]            # code prefixes
+      ignore = ["C012"]
+      per-file-ignores = {"tests/*" = ["C009"]}
+      exclude = ["build/*"]
+    --fix applies safe fixes only: C014 (adds weights_only=True where it is missing).
+    Exit status: 1 when findings remain (like other linters; --fail-on changes the threshold), 0 otherwise,
+    2 for usage or configuration errors.
+    """
+
+    name = "scan"
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        """Arguments."""
+        parser.add_argument("paths", nargs="+", metavar="PATH", help="files or directories to check")
+        parser.add_argument("--select", action="append", metavar="CODES",
+                            help="only these codes or prefixes, comma-separated (e.g. C0 or C003,C014)")
+        parser.add_argument("--ignore", action="append", metavar="CODES", help="skip these codes or prefixes")
+        parser.add_argument("--format", choices=("text", "json", "sarif"), default="text", help="output format")
+        parser.add_argument("--output", "-o", metavar="PATH", help="write the output to PATH instead of stdout")
+        parser.add_argument("--fix", action="store_true", help="apply safe fixes in place (C014) and report them")
+        parser.add_argument("--no-config", action="store_true", help="ignore [tool.infradoctor.scan] in pyproject.toml")
+        add_result_options(parser, default_fail_on="info")
+
+    def run(self, args: argparse.Namespace) -> int:
+        """Scan, write the chosen format, store the run, and exit 1 when findings remain."""
+        if args.format == "json" and args.json and args.output and args.json != args.output:
+            raise UsageError("--format json writes the result; use either --output or --json")
+        if args.json == "-" and args.format != "json" and not args.output:
+            raise UsageError(f"--json - and --format {args.format} would both write to stdout; add --output PATH")
+        started_at = utc_now_iso()
+        options = ScanOptions(select=_codes(args.select), ignore=_codes(args.ignore), fix=args.fix,
+                              use_config=not args.no_config)
+        try:
+            report = scan_paths(args.paths, options)
+        except ConfigError as exc:
+            raise UsageError(str(exc)) from None
+        result = to_result(report, started_at=started_at, paths=args.paths)
+        finish_args = argparse.Namespace(**vars(args))
+        finish_args.quiet = True  # the linter output below is the human output
+        if args.format == "json":
+            finish_args.json = args.output or args.json or "-"
+            return finish(finish_args, result)
+        if args.format == "sarif":
+            text = json.dumps(to_sarif(report), indent=2, ensure_ascii=False) + "\n"
+        else:
+            text = format_text(report, summary=not args.quiet)
+        if args.output:
+            try:
+                Path(args.output).write_text(text, encoding="utf-8")
+            except OSError as exc:
+                raise UsageError(f"cannot write --output {args.output}: {exc.strerror or exc}") from None
+        else:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        return finish(finish_args, result)
+
+
+COMMAND = ScanCommand()

@@ -1,0 +1,19 @@
+"""``infradoctor scan``: static checks for AI-serving and PyTorch anti-patterns (codes C001-C014).
+
+One shared visitor pass per file (:mod:`infradoctor.scan.visitor`) tracks scopes, imports and simple data flow
+and dispatches to one rule module per code (:mod:`infradoctor.scan.rules`).
+
+Result ``metrics`` layout:
+
+- ``headline``: ``findings``, ``files_scanned``, ``lines_scanned``, ``file_problems`` (files that could not be
+  scanned: parse errors, bad encoding, too large, unreadable, missing), ``suppressed`` (``# noqa``),
+  ``fixes_applied``, ``lines_per_s``.
+- ``by_code``: ``{code: count}`` of findings.
+- ``by_file``: ``{path: count}`` for the 50 files with most findings.
+- ``fixes``: ``[{file, line, code, description}]`` written by ``--fix``.
+- ``selected``: codes that ran; ``config``: pyproject.toml files that configured the scan.
+"""
+
+from infradoctor.scan.engine import ScanOptions, ScanReport, Violation, scan_paths, scan_source
+
+__all__ = ["ScanOptions", "ScanReport", "Violation", "scan_paths", "scan_source"]

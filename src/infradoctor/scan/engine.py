@@ -1,0 +1,467 @@
+"""Scanning files: discovery, reading, parsing, the shared visitor, suppression, configuration and safe fixes.
+
+:func:`scan_paths` is the library entry point; :func:`scan_source` scans one string (tests, benchmarks).
+Bad input never stops a scan: a file that cannot be read, decoded or parsed becomes a :class:`FileProblem` and the
+scan continues with the next file.
+"""
+
+from __future__ import annotations
+
+import ast
+import errno
+import io
+import os
+import re
+import stat
+import time
+import tokenize
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from infradoctor.findings import REGISTRY, iter_rule_modules, rule_codes
+from infradoctor.scan.config import (
+    SCAN_CODES,
+    ScanConfig,
+    display_path,
+    find_pyproject,
+    load_config,
+    with_cli,
+)
+from infradoctor.scan.visitor import FileContext, FileVisitor, Hit, RuleSet
+
+MAX_FILE_BYTES = 10 * 1024 * 1024
+"""Files larger than this (10 MiB) are skipped with a problem note: generated code, not something to lint."""
+
+DEFAULT_EXCLUDED_DIRS = frozenset(
+    {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".tox", ".nox", ".mypy_cache", ".ruff_cache",
+     ".pytest_cache", "node_modules", ".infradoctor", ".eggs"}
+)
+"""Directory names skipped while walking a directory (not when named on the command line)."""
+
+_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:\s*,?\s*[A-Z]+[0-9]+)*))?", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One finding in one file, after suppression and configuration."""
+
+    code: str
+    """Rule code, e.g. ``C003``."""
+    path: str
+    """File path as displayed (relative to the working directory when under it)."""
+    line: int
+    """1-based line."""
+    column: int
+    """1-based column in characters."""
+    end_line: int
+    """1-based end line."""
+    end_column: int
+    """1-based end column (exclusive) in characters."""
+    message: str
+    """One-line message."""
+    evidence: dict[str, Any]
+    """What the rule saw."""
+    function: str | None
+    """Enclosing function, when any."""
+    line_text: str
+    """The source line (stripped), for fingerprints."""
+    fixable: bool = False
+    """``--fix`` can fix it."""
+
+    @property
+    def name(self) -> str:
+        """Stable kebab-case name of the code."""
+        return REGISTRY[self.code].name
+
+
+@dataclass(frozen=True)
+class FileProblem:
+    """A file that could not be scanned (fully): parse error, bad encoding, too large, unreadable, missing."""
+
+    path: str
+    """File path as displayed."""
+    kind: str
+    """``parse-error``, ``decode-error``, ``too-large``, ``unreadable``, ``not-found``, ``symlink-loop``,
+    ``fix-failed``, ``config-error``."""
+    message: str
+    """Human-readable reason."""
+    line: int | None = None
+    """1-based line, for parse errors."""
+    column: int | None = None
+    """1-based column, for parse errors."""
+
+
+@dataclass(frozen=True)
+class AppliedFix:
+    """A safe fix that ``--fix`` wrote to a file."""
+
+    path: str
+    """File path as displayed."""
+    line: int
+    """1-based line of the fixed finding."""
+    code: str
+    """Code of the fixed finding."""
+    description: str
+    """What changed."""
+
+
+@dataclass(frozen=True)
+class ScanReport:
+    """Everything one scan found."""
+
+    violations: tuple[Violation, ...]
+    """Findings left after suppression, configuration and fixes, in path/line order."""
+    problems: tuple[FileProblem, ...]
+    """Files that could not be scanned."""
+    fixes: tuple[AppliedFix, ...]
+    """Fixes written by ``--fix``."""
+    files_scanned: int
+    """Python files parsed."""
+    lines_scanned: int
+    """Lines in the parsed files."""
+    suppressed: int
+    """Findings silenced by ``# noqa``."""
+    duration_s: float
+    """Wall time of the scan."""
+    selected: tuple[str, ...]
+    """Codes that ran (before per-file ignores)."""
+    config_sources: tuple[str, ...] = ()
+    """pyproject.toml files that configured the scan."""
+
+
+@dataclass
+class ScanOptions:
+    """How to scan."""
+
+    select: Sequence[str] | None = None
+    """``--select`` code prefixes (replace the configured selection)."""
+    ignore: Sequence[str] | None = None
+    """``--ignore`` code prefixes (added to the configured ignores)."""
+    fix: bool = False
+    """Apply safe fixes in place."""
+    use_config: bool = True
+    """Read ``[tool.infradoctor.scan]`` from pyproject.toml."""
+    max_file_bytes: int = MAX_FILE_BYTES
+    """Skip larger files."""
+    clock: Any = field(default=time.perf_counter)
+    """Monotonic clock in seconds (injected in tests)."""
+
+
+@lru_cache(maxsize=1)
+def rule_modules() -> dict[str, ModuleType]:
+    """The scan rule modules by code."""
+    modules: dict[str, ModuleType] = {}
+    for module in iter_rule_modules():
+        if module.__name__.startswith("infradoctor.scan.rules."):
+            for code in rule_codes(module):
+                modules[code] = module
+    return modules
+
+
+@lru_cache(maxsize=64)
+def rule_set(codes: frozenset[str]) -> RuleSet:
+    """The indexed rules for a set of codes."""
+    modules = rule_modules()
+    return RuleSet.from_modules(modules[c] for c in sorted(codes) if c in modules)
+
+
+# -- one file ------------------------------------------------------------------------------------------------
+def decode_source(data: bytes) -> str:
+    """Text of a Python file: UTF-8 (with or without BOM), else the PEP 263 coding cookie.
+
+    Raises:
+        UnicodeDecodeError: the bytes are not valid in the file's encoding.
+        SyntaxError: the coding cookie names an unknown encoding.
+    """
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        if encoding.replace("_", "-").lower() in ("utf-8", "utf-8-sig"):
+            raise
+        return data.decode(encoding)
+
+
+def noqa_codes(line: str) -> frozenset[str] | None:
+    """Codes a line's ``# noqa`` comment suppresses: empty set for a bare ``# noqa`` (all), None without one."""
+    if "noqa" not in line.lower():
+        return None
+    match = _NOQA.search(line)
+    if match is None:
+        return None
+    codes = match.group("codes")
+    if not codes:
+        return frozenset()
+    return frozenset(c.upper() for c in re.findall(r"[A-Za-z]+[0-9]+", codes))
+
+
+def _suppressed(hit: Hit, lines: Sequence[str]) -> bool:
+    for number in {hit.line, hit.end_line}:
+        if 1 <= number <= len(lines):
+            codes = noqa_codes(lines[number - 1])
+            if codes is not None and (not codes or hit.code in codes):
+                return True
+    return False
+
+
+def _char_col(line: str, byte_col: int) -> int:
+    """1-based character column from a 0-based UTF-8 byte offset."""
+    if line.isascii():
+        return byte_col + 1
+    return len(line.encode("utf-8")[:byte_col].decode("utf-8", errors="replace")) + 1
+
+
+def run_rules(tree: ast.Module, path: str, codes: frozenset[str]) -> list[Hit]:
+    """The hits of the selected rules on a parsed module (one visitor pass)."""
+    ctx = FileContext(path, rule_set(codes))
+    hits = FileVisitor(ctx).run(tree)
+    return [h for h in hits if h.code in codes]
+
+
+@dataclass
+class _FileOutcome:
+    violations: list[Violation]
+    hits: list[Hit]
+    suppressed: int
+    lines: int
+
+
+def _check_text(text: str, display: str, codes: frozenset[str]) -> _FileOutcome:
+    """Parse and check one file's text (raises SyntaxError/ValueError/RecursionError on unparsable input)."""
+    tree = ast.parse(text, filename=display)
+    lines = text.splitlines()
+    hits = run_rules(tree, display, codes)
+    kept: list[Hit] = []
+    suppressed = 0
+    for hit in hits:
+        if _suppressed(hit, lines):
+            suppressed += 1
+        else:
+            kept.append(hit)
+    kept.sort(key=lambda h: (h.line, h.byte_col, h.code))
+    unique: list[Hit] = []
+    seen: set[tuple[str, int, int]] = set()
+    for hit in kept:
+        key = (hit.code, hit.line, hit.byte_col)
+        if key not in seen:
+            seen.add(key)
+            unique.append(hit)
+    violations = []
+    for hit in unique:
+        line = lines[hit.line - 1] if 0 < hit.line <= len(lines) else ""
+        end_line = lines[hit.end_line - 1] if 0 < hit.end_line <= len(lines) else ""
+        violations.append(Violation(
+            code=hit.code, path=display, line=hit.line, column=_char_col(line, hit.byte_col),
+            end_line=hit.end_line, end_column=_char_col(end_line, hit.end_byte_col), message=hit.message,
+            evidence=hit.evidence, function=hit.function, line_text=line.strip(), fixable=hit.edit is not None,
+        ))
+    return _FileOutcome(violations, unique, suppressed, len(lines))
+
+
+def scan_source(text: str, path: str = "<string>", select: Iterable[str] | None = None) -> list[Violation]:
+    """Check Python source text with the selected codes (all by default); raises SyntaxError on bad input."""
+    codes = frozenset(select) if select is not None else frozenset(SCAN_CODES)
+    return _check_text(text, path, codes).violations
+
+
+def apply_edits(data: bytes, hits: Sequence[Hit]) -> bytes:
+    """The file's bytes with the hits' edits inserted (positions are 1-based line, UTF-8 byte column)."""
+    lines = data.splitlines(keepends=True)
+    for hit in sorted((h for h in hits if h.edit), key=lambda h: (h.edit.line, h.edit.byte_col),  # type: ignore[union-attr]
+                      reverse=True):
+        edit = hit.edit
+        assert edit is not None
+        index = edit.line - 1
+        if 0 <= index < len(lines):
+            line = lines[index]
+            lines[index] = line[: edit.byte_col] + edit.text.encode("utf-8") + line[edit.byte_col:]
+    return b"".join(lines)
+
+
+# -- discovery -------------------------------------------------------------------------------------------------
+def iter_files(paths: Iterable[Path], problems: list[FileProblem], config_for: Any = None) -> Iterator[Path]:
+    """Python files under the given paths, each once; missing paths and symlink loops become problems."""
+    seen_files: set[tuple[int, int]] = set()
+    seen_dirs: set[tuple[int, int]] = set()
+    for root in paths:
+        try:
+            st = os.stat(root)
+        except OSError as exc:
+            kind = "symlink-loop" if exc.errno == errno.ELOOP else (
+                "not-found" if exc.errno == errno.ENOENT else "unreadable")
+            problems.append(FileProblem(display_path(root), kind, exc.strerror or str(exc)))
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            yield from _walk(root, problems, seen_files, seen_dirs, config_for)
+        elif (st.st_dev, st.st_ino) not in seen_files:
+            seen_files.add((st.st_dev, st.st_ino))
+            yield root
+
+
+def _walk(root: Path, problems: list[FileProblem], seen_files: set[tuple[int, int]],
+          seen_dirs: set[tuple[int, int]], config_for: Any) -> Iterator[Path]:
+    stack = [root]
+    while stack:
+        directory = stack.pop()
+        try:
+            st = os.stat(directory)
+        except OSError as exc:
+            kind = "symlink-loop" if exc.errno == errno.ELOOP else "unreadable"
+            problems.append(FileProblem(display_path(directory), kind, exc.strerror or str(exc)))
+            continue
+        ident = (st.st_dev, st.st_ino)
+        if ident in seen_dirs:
+            if directory.is_symlink():
+                problems.append(FileProblem(display_path(directory), "symlink-loop",
+                                            "directory already visited through another path; skipped"))
+            continue
+        seen_dirs.add(ident)
+        try:
+            with os.scandir(directory) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            problems.append(FileProblem(display_path(directory), "unreadable", exc.strerror or str(exc)))
+            continue
+        subdirs: list[Path] = []
+        for entry in entries:
+            path = Path(entry.path)
+            config: ScanConfig | None = config_for(path) if config_for else None
+            if config is not None and config.excluded(path):
+                continue
+            try:
+                is_dir = entry.is_dir()
+                is_file = not is_dir and entry.is_file()
+            except OSError as exc:
+                problems.append(FileProblem(display_path(path), "unreadable", exc.strerror or str(exc)))
+                continue
+            if is_dir:
+                if entry.name not in DEFAULT_EXCLUDED_DIRS and not entry.name.endswith(".egg-info"):
+                    subdirs.append(path)
+            elif is_file and entry.name.endswith(".py"):
+                try:
+                    fst = entry.stat()
+                except OSError as exc:
+                    problems.append(FileProblem(display_path(path), "unreadable", exc.strerror or str(exc)))
+                    continue
+                if (fst.st_dev, fst.st_ino) not in seen_files:
+                    seen_files.add((fst.st_dev, fst.st_ino))
+                    yield path
+            elif not is_file and entry.name.endswith(".py") and entry.is_symlink():
+                problems.append(FileProblem(display_path(path), "unreadable", "broken or looping symbolic link"))
+        stack.extend(reversed(subdirs))
+
+
+# -- many files ----------------------------------------------------------------------------------------------
+def scan_paths(paths: Sequence[str | Path], options: ScanOptions | None = None) -> ScanReport:
+    """Scan files and directories.
+
+    Raises:
+        ConfigError: a pyproject.toml or ``--select``/``--ignore`` names an unknown code or key.
+    """
+    options = options or ScanOptions()
+    start = options.clock()
+    roots = [Path(p) for p in paths]
+    configs: dict[Path, ScanConfig] = {}
+    sources: list[str] = []
+
+    def config_for_root(root: Path) -> ScanConfig:
+        pyproject = find_pyproject(root) if options.use_config else None
+        key = pyproject or Path("<defaults>")
+        if key not in configs:
+            base = load_config(pyproject) if pyproject else ScanConfig()
+            configs[key] = with_cli(base, options.select, options.ignore)
+            if base.source:
+                sources.append(base.source)
+        return configs[key]
+
+    root_configs = {root: config_for_root(root) for root in roots}
+    problems: list[FileProblem] = []
+    violations: list[Violation] = []
+    fixes: list[AppliedFix] = []
+    files = lines_total = suppressed = 0
+    for root in roots:
+        config = root_configs[root]
+        for path in iter_files([root], problems, config_for=lambda _p, c=config: c):
+            outcome = _scan_file(path, config, options, problems, fixes)
+            if outcome is None:
+                continue
+            files += 1
+            lines_total += outcome.lines
+            suppressed += outcome.suppressed
+            violations.extend(outcome.violations)
+    selected = sorted(set().union(*(c.select for c in root_configs.values()))) if root_configs else []
+    return ScanReport(
+        violations=tuple(violations), problems=tuple(problems), fixes=tuple(fixes), files_scanned=files,
+        lines_scanned=lines_total, suppressed=suppressed, duration_s=max(0.0, options.clock() - start),
+        selected=tuple(selected), config_sources=tuple(sources),
+    )
+
+
+def _scan_file(path: Path, config: ScanConfig, options: ScanOptions, problems: list[FileProblem],
+               fixes: list[AppliedFix]) -> _FileOutcome | None:
+    display = display_path(path)
+    try:
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode):
+            problems.append(FileProblem(display, "unreadable", "not a regular file; skipped"))
+            return None
+        size = st.st_size
+        if size > options.max_file_bytes:
+            problems.append(FileProblem(display, "too-large", f"{size} bytes is over the {options.max_file_bytes} "
+                                        "byte limit; skipped"))
+            return None
+        data = path.read_bytes()
+    except OSError as exc:
+        kind = "symlink-loop" if exc.errno == errno.ELOOP else "unreadable"
+        problems.append(FileProblem(display, kind, exc.strerror or str(exc)))
+        return None
+    try:
+        text = decode_source(data)
+    except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
+        problems.append(FileProblem(display, "decode-error", f"cannot decode: {exc}"))
+        return None
+    codes = config.select - config.ignored_for(path)
+    try:
+        outcome = _check_text(text, display, codes)
+    except SyntaxError as exc:
+        problems.append(FileProblem(display, "parse-error", f"{type(exc).__name__}: {exc.msg}", exc.lineno,
+                                    exc.offset))
+        return None
+    except (ValueError, RecursionError, MemoryError) as exc:
+        problems.append(FileProblem(display, "parse-error", f"{type(exc).__name__}: {exc}"))
+        return None
+    if options.fix and any(h.edit for h in outcome.hits):
+        outcome = _fix_file(path, display, data, text, outcome, codes, problems, fixes)
+    return outcome
+
+
+def _fix_file(path: Path, display: str, data: bytes, text: str, outcome: _FileOutcome, codes: frozenset[str],
+              problems: list[FileProblem], fixes: list[AppliedFix]) -> _FileOutcome:
+    """Write the safe fixes of one file and re-check it; a fix that breaks parsing is not written."""
+    if data.startswith(b"\xef\xbb\xbf") or text.encode("utf-8") != data:
+        problems.append(FileProblem(display, "fix-failed", "not fixed: only plain UTF-8 files are rewritten"))
+        return outcome
+    fixable = [h for h in outcome.hits if h.edit]
+    new_data = apply_edits(data, fixable)
+    new_text = new_data.decode("utf-8")
+    try:
+        ast.parse(new_text)
+    except (SyntaxError, ValueError) as exc:  # pragma: no cover - would be a bug in a rule's edit
+        problems.append(FileProblem(display, "fix-failed", f"fix would not parse ({exc}); file left unchanged"))
+        return outcome
+    try:
+        path.write_bytes(new_data)
+    except OSError as exc:
+        problems.append(FileProblem(display, "fix-failed", f"cannot write: {exc.strerror or exc}"))
+        return outcome
+    fixes.extend(AppliedFix(display, h.line, h.code, h.edit.description) for h in fixable if h.edit)
+    rechecked = _check_text(new_text, display, codes)
+    rechecked.suppressed = outcome.suppressed
+    return rechecked
+

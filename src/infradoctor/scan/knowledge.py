@@ -1,0 +1,208 @@
+"""What the scan rules know about libraries: qualified names of blocking calls, model loaders, web frameworks.
+
+Every table here is data, not logic, so a rule's reach is visible in one place. Names are fully qualified after
+import-alias resolution (``import torch as t; t.load`` is ``torch.load``).
+"""
+
+from __future__ import annotations
+
+import re
+
+TORCH_ROOTS = frozenset(
+    {
+        "torch", "torchvision", "torchaudio", "torchtext", "transformers", "diffusers", "timm", "lightning",
+        "pytorch_lightning", "sentence_transformers", "accelerate", "peft", "vllm", "ultralytics",
+    }
+)
+"""Top-level modules whose import marks a file as PyTorch code (the torch-specific rules only run there)."""
+
+WEB_FRAMEWORK_ROOTS = {
+    "fastapi": "fastapi",
+    "starlette": "starlette",
+    "flask": "flask",
+    "aiohttp": "aiohttp",
+    "ray": "ray-serve",
+    "sanic": "sanic",
+    "quart": "quart",
+    "litestar": "litestar",
+}
+"""Top-level modules of web frameworks whose route decorators mark request handlers."""
+
+APP_CONSTRUCTORS = frozenset(
+    {
+        "fastapi.FastAPI", "fastapi.APIRouter", "fastapi.routing.APIRouter", "starlette.applications.Starlette",
+        "starlette.routing.Router", "flask.Flask", "flask.Blueprint", "aiohttp.web.Application",
+        "aiohttp.web.RouteTableDef", "aiohttp.web.RouteDef", "sanic.Sanic", "quart.Quart", "quart.Blueprint",
+        "litestar.Litestar", "litestar.Router",
+    }
+)
+"""Calls that build an app or router: a variable bound to one makes ``@var.get(...)`` a route decorator."""
+
+ROUTE_DECORATORS = frozenset(
+    {"get", "post", "put", "delete", "patch", "head", "options", "trace", "route", "api_route", "websocket", "view"}
+)
+"""Attribute names of route decorators (``@app.post("/predict")``)."""
+
+REGISTER_METHODS = frozenset(
+    {
+        "add_route", "add_api_route", "add_url_rule", "add_get", "add_post", "add_put", "add_delete", "add_patch",
+        "add_websocket_route", "add_api_websocket_route",
+    }
+)
+"""Method names that register a handler function passed as an argument (``app.router.add_post("/p", handler)``)."""
+
+ROUTE_FACTORIES = frozenset(
+    {
+        "starlette.routing.Route", "starlette.routing.WebSocketRoute", "fastapi.routing.APIRoute",
+        "aiohttp.web.get", "aiohttp.web.post", "aiohttp.web.put", "aiohttp.web.delete", "aiohttp.web.patch",
+        "aiohttp.web.route", "aiohttp.web.view",
+    }
+)
+"""Calls that build a route from a handler function (``Route("/p", endpoint=handler)``)."""
+
+HANDLER_KEYWORDS = frozenset({"endpoint", "view_func", "handler"})
+"""Keyword arguments through which a registration passes the handler function."""
+
+RAY_SERVE_DECORATORS = frozenset({"ray.serve.deployment", "ray.serve.ingress", "ray.serve.batch"})
+"""Decorators that make a class's methods (or a function) Ray Serve request handlers."""
+
+MODEL_LOADERS = frozenset(
+    {
+        "torch.load", "torch.jit.load", "torch.hub.load", "torch.export.load", "torch.package.PackageImporter",
+        "transformers.pipeline", "sentence_transformers.SentenceTransformer", "timm.create_model",
+        "onnxruntime.InferenceSession", "joblib.load", "tensorflow.keras.models.load_model",
+        "keras.models.load_model", "keras.saving.load_model", "tensorflow.saved_model.load",
+        "ultralytics.YOLO", "vllm.LLM", "diffusers.DiffusionPipeline.from_pretrained",
+        "safetensors.torch.load_file", "torch.hub.load_state_dict_from_url",
+    }
+)
+"""Qualified names of calls that build or load a model (besides any ``*.from_pretrained`` and torchvision models)."""
+
+MODEL_LOADER_PREFIXES = ("torchvision.models.",)
+"""Qualified-name prefixes of model builders."""
+
+MODEL_LOADER_METHODS = frozenset({"from_pretrained", "load_state_dict", "from_single_file"})
+"""Method names that load weights whatever the receiver (``AutoModel.from_pretrained``, ``m.load_state_dict``)."""
+
+MODEL_PRODUCERS = frozenset(
+    {
+        "torch.jit.load", "torch.jit.script", "torch.jit.trace", "torch.hub.load", "torch.compile",
+        "torch.export.load", "torch.nn.Sequential", "torch.nn.DataParallel",
+        "torch.nn.parallel.DistributedDataParallel", "timm.create_model", "transformers.pipeline",
+        "sentence_transformers.SentenceTransformer", "ultralytics.YOLO",
+    }
+)
+"""Calls whose result is a model: a variable assigned from one is a model for the model-call rules."""
+
+PIPELINE_PRODUCERS = frozenset({"transformers.pipeline", "sentence_transformers.SentenceTransformer", "vllm.LLM"})
+"""Model wrappers that already run without autograd (C004 does not ask them for no_grad)."""
+
+MODEL_NAME_RE = re.compile(
+    r"^(model|net|network|llm|classifier|backbone|[a-z0-9_]*_model|model_[a-z0-9_]+|[a-z0-9_]*_net|"
+    r"[a-z0-9_]*_classifier)$"
+)
+"""Variable names that are taken for models when their assignment is not in the file (``self.model``)."""
+
+NOT_MODEL_NAMES = frozenset({"model_name", "model_id", "model_path", "model_dir", "model_type", "model_config",
+                             "model_file", "model_kwargs", "model_args", "model_cls", "model_class", "model_fn",
+                             "model_url", "model_version", "model_names", "model_ids", "model_paths"})
+"""Names that match :data:`MODEL_NAME_RE` but name something about a model, not the model."""
+
+MODULE_BASES = frozenset({"Module", "LightningModule", "PreTrainedModel", "nn.Module", "torch.nn.Module"})
+"""Base-class names that make a class defined in the file a model class."""
+
+GRAD_DISABLERS = frozenset(
+    {
+        "torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad",
+        "torch.autograd.grad_mode.inference_mode", "torch.autograd.inference_mode",
+    }
+)
+"""Context managers and decorators under which autograd records nothing."""
+
+OFFLOADERS = frozenset(
+    {
+        "asyncio.to_thread", "anyio.to_thread.run_sync", "starlette.concurrency.run_in_threadpool",
+        "fastapi.concurrency.run_in_threadpool", "asgiref.sync.sync_to_async", "trio.to_thread.run_sync",
+    }
+)
+"""Qualified names of calls that run their callable argument in a worker thread."""
+
+OFFLOAD_METHODS = frozenset({"run_in_executor", "submit", "to_thread", "run_sync", "run_in_threadpool", "apply_async"})
+"""Method names that run their callable argument elsewhere (``loop.run_in_executor``, ``pool.submit``)."""
+
+TASK_SPAWNERS = frozenset({"create_task", "gather", "ensure_future", "wait_for", "shield", "wait", "as_completed",
+                           "run_coroutine_threadsafe", "start_soon"})
+"""Calls whose direct call arguments are coroutines, not blocking calls."""
+
+BLOCKING_CALLS = {
+    "time.sleep": "time.sleep() blocks the event loop; use await asyncio.sleep()",
+    "urllib.request.urlopen": "urllib.request.urlopen() is synchronous network I/O",
+    "urllib.request.urlretrieve": "urllib.request.urlretrieve() is synchronous network I/O",
+    "subprocess.run": "subprocess.run() waits for the child process",
+    "subprocess.call": "subprocess.call() waits for the child process",
+    "subprocess.check_call": "subprocess.check_call() waits for the child process",
+    "subprocess.check_output": "subprocess.check_output() waits for the child process",
+    "subprocess.getoutput": "subprocess.getoutput() waits for the child process",
+    "os.system": "os.system() waits for the child process",
+    "os.popen": "os.popen() runs a shell synchronously",
+    "os.wait": "os.wait() blocks", "os.waitpid": "os.waitpid() blocks",
+    "shutil.copy": "shutil.copy() is synchronous file I/O", "shutil.copyfile": "shutil.copyfile() is file I/O",
+    "shutil.copytree": "shutil.copytree() is file I/O", "shutil.rmtree": "shutil.rmtree() is file I/O",
+    "shutil.move": "shutil.move() is file I/O",
+    "torch.cuda.synchronize": "torch.cuda.synchronize() waits for the GPU",
+    "torch.load": "torch.load() reads and unpickles a file",
+    "pickle.load": "pickle.load() reads a file", "json.load": "json.load() reads a file",
+    "socket.create_connection": "socket.create_connection() blocks",
+    "builtins.open": "open() is synchronous file I/O", "builtins.input": "input() blocks on stdin",
+}
+"""Qualified name -> why it blocks the event loop (C003)."""
+
+BLOCKING_MODULES = {
+    "requests": "requests is synchronous HTTP; use httpx.AsyncClient or aiohttp",
+    "httpx": "httpx's module-level functions are synchronous; use httpx.AsyncClient",
+    "urllib3": "urllib3 is synchronous HTTP",
+}
+"""Modules all of whose calls block (``requests.get``, ``requests.Session().post`` through a variable excluded)."""
+
+HTTPX_ASYNC = frozenset({"httpx.AsyncClient", "httpx.AsyncHTTPTransport", "httpx.Timeout", "httpx.Limits",
+                         "httpx.URL", "httpx.Headers", "httpx.Request", "httpx.Response", "requests.Request",
+                         "requests.Response", "requests.exceptions", "requests.codes", "httpx.HTTPError",
+                         "httpx.HTTPStatusError", "requests.RequestException", "requests.HTTPError"})
+"""Names in :data:`BLOCKING_MODULES` that do not block."""
+
+BLOCKING_METHODS = {
+    "read_text": "Path.read_text() is synchronous file I/O",
+    "read_bytes": "Path.read_bytes() is synchronous file I/O",
+    "write_text": "Path.write_text() is synchronous file I/O",
+    "write_bytes": "Path.write_bytes() is synchronous file I/O",
+    "synchronize": "synchronize() waits for the GPU",
+    "cuda": ".cuda() copies to the GPU synchronously",
+}
+"""Method names that block whatever the receiver (C003)."""
+
+DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+"""Qualified names of the PyTorch DataLoader."""
+
+LOSS_FUNCTION_RE = re.compile(r"(loss|criterion|cross_entropy|nll|mse|l1|bce|kl_div)", re.I)
+"""Callee names whose result is a loss tensor that carries the autograd graph."""
+
+DETACHERS = frozenset({"detach", "item", "cpu", "tolist", "numpy", "detach_", "float", "int", "clone_detach"})
+"""Method or builtin names that drop the autograd graph (or copy to host) before a value is kept."""
+
+HOST_SYNCS = frozenset({"item", "cpu", "numpy", "tolist"})
+"""Tensor methods that copy to the host and wait for the device (C006)."""
+
+INFERENCE_FUNCTION_RE = re.compile(
+    r"(^|_)(predict|prediction|predictions|infer|inference|evaluate|evaluation|eval|serve|validate|"
+    r"validation|classify|embed|score)(_|$)"
+)
+"""Function names that say "inference" (C004 asks these for no_grad)."""
+
+TRAINING_METHODS = frozenset({"backward", "zero_grad", "clip_grad_norm_"})
+"""Method names that mark a function as training code."""
+
+DTYPE_PREFIX = "torch."
+"""``.to(torch.float16)`` is a dtype cast, not a device copy."""
+
+LOADER_NAME_RE = re.compile(r"(loader|batches|(^|_)dl$|(^|_)batch(es)?($|_))", re.I)
+"""Iterables that yield batches, not samples (C007 does not flag loops over them)."""

@@ -1,0 +1,87 @@
+"""C005 missing-eval: weights are loaded into a model that is never switched to ``eval()``.
+
+What it detects:
+    In PyTorch code that does not train (no ``.backward()``/optimizer step in the file), a model whose weights are
+    loaded (``model.load_state_dict(...)``, ``model = torch.load(...)``, ``torch.hub.load``, a pretrained
+    torchvision builder) and that is then called (``model(x)``, ``.forward``, ``.generate``), with no
+    ``model.eval()`` / ``model.train(False)`` / ``model.train()`` anywhere in the file. ``load_state_dict`` counts
+    when its argument comes from a file (``torch.load``, ``safetensors``' ``load_file``, or a name assigned from
+    one), not when it copies another model's state. HF ``from_pretrained``
+    models are already in eval mode and are not reported.
+
+Why it matters:
+    A fresh ``nn.Module`` is in training mode: dropout drops activations at random and batch-norm normalises with
+    the current batch's statistics and updates its running averages. Predictions are then wrong and
+    non-deterministic, and batch-size dependent.
+
+How it is measured:
+    Statically, by name across the file: the receiver of ``load_state_dict`` (``model``, ``self.model``), or the
+    target of the load assignment, is matched against receivers of ``.eval()``/``.train(...)`` and of calls.
+    Models passed to a helper that calls ``eval()`` in another file are not seen (no report, by design).
+
+Fix:
+    Call ``model.eval()`` after loading the weights (and ``model.train()`` before resuming training).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from infradoctor.scan.visitor import CallInfo, FileContext, Hit, is_model_name, root_key
+
+CODE = "C005"
+
+_LOADS = ("load_state_dict", "torch.load", "torch.hub.load")
+_WEIGHT_FILES = ("safetensors.torch.load_file", "torch.hub.load_state_dict_from_url")
+
+
+def _from_a_load(arg: ast.expr, ctx: FileContext, loaded: set[str]) -> bool:
+    """The state dict comes from a file, not from another model.
+
+    ``torch.load(...)``, ``load_file(...)``, or a name assigned from one (``m.load_state_dict(ckpt["model"])``).
+    """
+    for sub in ast.walk(arg):
+        if isinstance(sub, ast.Call):
+            name = sub.func.attr if isinstance(sub.func, ast.Attribute) else getattr(sub.func, "id", "")
+            if name in ("load", "load_file", "load_state_dict_from_url", "load_url"):
+                return True
+    root = root_key(arg)
+    if root is None:
+        return False
+    return root in loaded or bool(ctx.scope.deps.get(root, set()) & loaded)
+
+
+def check_model_load(call: CallInfo, ctx: FileContext) -> None:
+    """Remember loads of weights into a named model."""
+    if not ctx.uses_torch:
+        return
+    kind = call.load_kind or ""
+    keys: list[str] = []
+    loaded: set[str] = ctx.data.setdefault(CODE + ":loaded", set())
+    if kind == "load_state_dict" and call.receiver_key:
+        if call.node.args and _from_a_load(call.node.args[0], ctx, loaded):
+            keys = [call.receiver_key]
+    elif kind in _LOADS or kind.startswith("torchvision.models.") or kind in _WEIGHT_FILES:
+        loaded.update(call.assigned_to)
+        keys = [k for k in call.assigned_to if kind not in _WEIGHT_FILES and (
+            is_model_name(k) or kind != "torch.load")]
+    pending: dict[str, Hit] = ctx.data.setdefault(CODE, {})
+    for key in keys:
+        if key not in pending:
+            pending[key] = ctx.make_hit(
+                CODE,
+                call.node,
+                f"weights loaded into `{key}` but `{key}.eval()` is never called; dropout and batch-norm stay in "
+                "training mode",
+                {"model": key, "load": kind},
+            )
+
+
+def file_end(ctx: FileContext) -> None:
+    """Report loaded models that are called and never put in eval (or train) mode."""
+    pending: dict[str, Hit] = ctx.data.get(CODE, {})
+    if ctx.trains:
+        return
+    for key, hit in pending.items():
+        if key not in ctx.eval_keys and key in ctx.called_models:
+            ctx.hits.append(hit)

@@ -1,0 +1,228 @@
+"""The `infradoctor scan` command end to end: formats, exit codes, suppression, configuration, fixes, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from infradoctor.scan.engine import ScanOptions, scan_paths
+from infradoctor.scan.sarif import to_sarif
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "scan"
+SARIF_SCHEMA = json.loads((FIXTURES / "sarif-2.1.0-subset.schema.json").read_text(encoding="utf-8"))
+
+SERVICE = '''\
+import time
+import torch
+from fastapi import FastAPI
+
+app = FastAPI()
+
+
+@app.post("/predict")
+async def predict(x):
+    model = torch.load("m.pt")
+    time.sleep(1)
+    return model(x)
+'''
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "service.py").write_text(SERVICE, encoding="utf-8")
+    (root / "clean.py").write_text("import torch\n\nx = torch.ones(3)\n", encoding="utf-8")
+    monkeypatch.chdir(root)
+    return root
+
+
+def test_text_output_and_exit_code(cli, project: Path) -> None:
+    run = cli("scan", "service.py", "--no-store")
+    assert run.exit_code == 1
+    lines = run.stdout.splitlines()
+    assert "service.py:10:13: C001 model loaded inside request handler `predict` (torch.load); load it once at " \
+        "start-up" in lines
+    assert any(line.startswith("service.py:11:5: C003 ") for line in lines)
+    assert any(line.startswith("service.py:10:13: C014 [*] ") for line in lines)
+    assert lines[-2] == "Found 7 findings (1 fixable with --fix)."
+    assert cli("scan", "clean.py", "--no-store").exit_code == 0
+    assert cli("scan", "service.py", "--no-store", "--fail-on", "never").exit_code == 0
+    assert cli("scan", "service.py", "--no-store", "--fail-on", "high").exit_code == 1
+    assert cli("scan", "service.py", "--no-store", "--fail-on", "critical").exit_code == 0
+
+
+def test_select_and_ignore(cli, project: Path) -> None:
+    run = cli("scan", "service.py", "--no-store", "--select", "C00", "--ignore", "C003,C004", "--ignore", "C005")
+    codes = {line.split(": ")[1].split()[0] for line in run.stdout.splitlines() if ": C0" in line}
+    assert codes == {"C001"}
+    bad = cli("scan", "service.py", "--no-store", "--select", "C9")
+    assert bad.exit_code == 2 and "matches no scan code" in bad.stderr
+
+
+def test_json_result_is_stored_and_valid(cli, project: Path, result_validator, isolated_store: Path) -> None:
+    run = cli("scan", ".", "--format", "json")
+    assert run.exit_code == 1
+    data = json.loads(run.stdout)
+    result_validator(data)
+    assert data["command"] == "scan" and data["run_id"]
+    assert data["metrics"]["headline"]["files_scanned"] == 2
+    assert data["metrics"]["by_code"]["C003"] == 3
+    finding = next(f for f in data["findings"] if f["code"] == "C014")
+    assert finding["location"] == {"file": "service.py", "line": 10, "column": 13, "function": "predict"}
+    assert finding["evidence"]["fixable"] is True
+    shown = cli("show", data["run_id"])
+    assert shown.exit_code == 0 and "Findings by rule" in shown.stdout
+
+
+def test_output_file_and_json_option(cli, project: Path, result_validator, tmp_path: Path) -> None:
+    out = tmp_path / "scan.txt"
+    result_json = tmp_path / "result.json"
+    run = cli("scan", "service.py", "--no-store", "--output", str(out), "--json", str(result_json))
+    assert run.stdout == ""
+    assert "C001" in out.read_text(encoding="utf-8")
+    result_validator(json.loads(result_json.read_text(encoding="utf-8")))
+    assert cli("scan", "service.py", "--no-store", "--json", "-").exit_code == 2
+
+
+def test_sarif_validates_and_fingerprints_are_stable(cli, project: Path, tmp_path: Path) -> None:
+    out = tmp_path / "scan.sarif"
+    run = cli("scan", ".", "--no-store", "--format", "sarif", "--output", str(out))
+    assert run.exit_code == 1
+    log = json.loads(out.read_text(encoding="utf-8"))
+    jsonschema.Draft7Validator(SARIF_SCHEMA, format_checker=jsonschema.Draft7Validator.FORMAT_CHECKER).validate(log)
+    sarif_run = log["runs"][0]
+    rule_ids = [r["id"] for r in sarif_run["tool"]["driver"]["rules"]]
+    assert rule_ids == [f"C{n:03d}" for n in range(1, 15)]
+    results = sarif_run["results"]
+    assert {r["ruleId"] for r in results} == {"C001", "C003", "C004", "C005", "C014"}
+    for r in results:
+        assert rule_ids[r["ruleIndex"]] == r["ruleId"]
+        assert r["locations"][0]["physicalLocation"]["artifactLocation"] == {"uri": "service.py",
+                                                                              "uriBaseId": "%SRCROOT%"}
+    before = {r["partialFingerprints"]["infradoctor/v1"] for r in results}
+    assert len(before) == len(results)
+    # Code moving down keeps each finding's identity; the line numbers change.
+    (project / "service.py").write_text("# a new comment\n\n" + SERVICE, encoding="utf-8")
+    moved = to_sarif(scan_paths(["."], ScanOptions()))["runs"][0]["results"]
+    assert {r["partialFingerprints"]["infradoctor/v1"] for r in moved} == before
+    assert {r["locations"][0]["physicalLocation"]["region"]["startLine"] for r in moved} == {12, 13, 14}
+
+
+def test_noqa(cli, project: Path) -> None:
+    (project / "service.py").write_text(
+        SERVICE.replace('torch.load("m.pt")', 'torch.load("m.pt")  # noqa: C014,C001')
+        .replace("time.sleep(1)", "time.sleep(1)  # noqa")
+        .replace("return model(x)", "return model(x)  # noqa: E501"),
+        encoding="utf-8",
+    )
+    run = cli("scan", "service.py", "--no-store")
+    codes = sorted(line.split(": ")[1].split()[0] for line in run.stdout.splitlines() if ": C0" in line)
+    assert codes == ["C003", "C003", "C004", "C005"]
+    assert "3 suppressed by noqa" in run.stdout
+
+
+def test_pyproject_configuration(cli, project: Path) -> None:
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "x"\n\n[tool.infradoctor.scan]\nignore = ["C004"]\n'
+        'per-file-ignores = {"serv*.py" = ["C003"]}\n',
+        encoding="utf-8",
+    )
+    (project / "sub").mkdir()
+    (project / "sub" / "other.py").write_text(SERVICE, encoding="utf-8")
+    run = cli("scan", "sub", "service.py", "--no-store", "--format", "json")
+    data = json.loads(run.stdout)
+    by_file: dict[str, set[str]] = {}
+    for f in data["findings"]:
+        by_file.setdefault(f["location"]["file"], set()).add(f["code"])
+    assert by_file == {"service.py": {"C001", "C005", "C014"},
+                       os.path.join("sub", "other.py"): {"C001", "C003", "C005", "C014"}}
+    assert data["metrics"]["config"] == [str(project / "pyproject.toml")] * 1
+    assert cli("scan", "service.py", "--no-store", "--no-config", "--select", "C004").exit_code == 1
+    (project / "pyproject.toml").write_text('[tool.infradoctor.scan]\nselct = ["C0"]\n', encoding="utf-8")
+    bad = cli("scan", "service.py", "--no-store")
+    assert bad.exit_code == 2 and "unknown key" in bad.stderr
+
+
+def test_fix_adds_weights_only(cli, project: Path) -> None:
+    source = (
+        "import torch\n"
+        "a = torch.load('a.pt')\n"
+        "b = torch.load(\n    'b.pt',\n    map_location='cpu',\n)\n"
+        "c = torch.load('c.pt', weights_only=False)\n"
+        "d = [torch.load(p) for p in ['é.pt']]  # ünïcode\n"
+    )
+    target = project / "ckpt.py"
+    target.write_text(source, encoding="utf-8")
+    run = cli("scan", "ckpt.py", "--no-store", "--fix", "--select", "C014")
+    assert run.exit_code == 1  # weights_only=False is left for a person
+    fixed = target.read_text(encoding="utf-8")
+    assert fixed == (
+        "import torch\n"
+        "a = torch.load('a.pt', weights_only=True)\n"
+        "b = torch.load(\n    'b.pt',\n    map_location='cpu', weights_only=True,\n)\n"
+        "c = torch.load('c.pt', weights_only=False)\n"
+        "d = [torch.load(p, weights_only=True) for p in ['é.pt']]  # ünïcode\n"
+    )
+    assert "ckpt.py:2: fixed C014: added weights_only=True to torch.load(...)" in run.stdout
+    assert [line for line in run.stdout.splitlines() if ": C014" in line] == [
+        "ckpt.py:7:5: C014 torch.load(weights_only=False) unpickles arbitrary code from the file"]
+    again = cli("scan", "ckpt.py", "--no-store", "--fix", "--select", "C014")
+    assert target.read_text(encoding="utf-8") == fixed and "fixed" not in again.stdout
+
+
+def test_bad_input_is_reported_and_scan_continues(cli, project: Path, tmp_path: Path) -> None:
+    bad = project / "bad"
+    bad.mkdir()
+    (bad / "syntax.py").write_text("def broken(:\n    pass\n", encoding="utf-8")
+    (bad / "latin1.py").write_bytes("x = 'caf\xe9'\n".encode("latin-1"))
+    (bad / "cookie.py").write_bytes("# -*- coding: latin-1 -*-\nimport torch\nx = torch.load('caf\xe9')\n"
+                                    .encode("latin-1"))
+    (bad / "nul.py").write_bytes(b"x = 1\x00\n")
+    (bad / "deep.py").write_text("x = " + " + ".join(["1"] * 30000) + "\n", encoding="utf-8")
+    (bad / "loop").symlink_to(bad, target_is_directory=True)
+    (bad / "self.py").symlink_to(bad / "self.py")
+    (bad / "dangling.py").symlink_to(bad / "missing.py")
+    os.mkfifo(bad / "fifo.py")
+    run = cli("scan", "bad", "service.py", "bad/fifo.py", "missing.py", "--no-store", "--format", "json")
+    data = json.loads(run.stdout)
+    errors = {e["message"].split(": error: ")[0]: e["source"] for e in data["errors"]}
+    assert errors["bad/syntax.py:1:12"] == "scan:parse-error"
+    assert errors["bad/latin1.py"] == "scan:decode-error"
+    assert errors["bad/nul.py"] == "scan:parse-error"
+    assert errors["bad/self.py"] == "scan:unreadable"
+    assert errors["bad/dangling.py"] == "scan:unreadable"
+    assert errors["bad/fifo.py"] == "scan:unreadable"
+    assert errors["missing.py"] == "scan:not-found"
+    assert errors["bad/loop"] == "scan:symlink-loop"
+    scanned = {f["location"]["file"] for f in data["findings"]}
+    assert scanned == {"service.py", "bad/cookie.py"}  # the good files were still checked
+    # deep.py nests 30000 operators: either checked, or a parse error on Pythons whose parser gives up.
+    assert data["metrics"]["headline"]["files_scanned"] + ("bad/deep.py" in errors) == 3
+
+
+def test_huge_and_unreadable_files(project: Path, tmp_path: Path) -> None:
+    big = project / "big.py"
+    big.write_text("x = 1\n" * 1000, encoding="utf-8")
+    report = scan_paths(["big.py"], ScanOptions(max_file_bytes=100))
+    assert [(p.kind, p.path) for p in report.problems] == [("too-large", "big.py")]
+    if os.geteuid() != 0:
+        locked = project / "locked.py"
+        locked.write_text("x = 1\n", encoding="utf-8")
+        locked.chmod(0)
+        report = scan_paths(["locked.py"], ScanOptions())
+        assert [p.kind for p in report.problems] == ["unreadable"]
+
+
+def test_pre_commit_hook_entry_runs(cli, project: Path) -> None:
+    hooks = (Path(__file__).resolve().parents[2] / ".pre-commit-hooks.yaml").read_text(encoding="utf-8")
+    entry = next(line.split(":", 1)[1].strip() for line in hooks.splitlines() if line.strip().startswith("entry:"))
+    argv = entry.split()
+    assert argv[:2] == ["infradoctor", "scan"]
+    run = cli(*argv[1:], "service.py", "clean.py")
+    assert run.exit_code == 1 and "service.py:10:13: C001" in run.stdout and "Found" not in run.stdout
+    assert cli(*argv[1:], "clean.py").exit_code == 0
