@@ -149,23 +149,58 @@ class Connection(asyncio.Protocol):
 
 
 class HeaderConnection(Connection):
-    """A connection that also keeps the response headers named in ``capture`` (lower-case bytes)."""
+    """A connection that also keeps the response headers named in ``capture`` (lower-case bytes).
+
+    Rather than a parser callback per header line, it keeps the raw bytes that arrive before the head is complete
+    and reads the few wanted headers out of them once per response (much cheaper in Python).
+    """
 
     capture: frozenset[bytes] = frozenset()
 
     def __init__(self, driver: Driver, worker: int = -1) -> None:
         super().__init__(driver, worker)
-        self.headers: dict[str, str] = {}
+        self.head = b""
+        self._headers: dict[str, str] | None = None
 
     def prepare(self) -> None:
-        self.headers = {}
+        self.head = b""
+        self._headers = None
 
-    def on_header(self, name: bytes, value: bytes) -> None:
-        lower = name.lower()
-        if lower in self.capture:
-            key = lower.decode("latin-1")
-            text = value.decode("latin-1")
-            self.headers[key] = f"{self.headers[key]}, {text}" if key in self.headers else text
+    def data_received(self, data: bytes) -> None:
+        if not self.headers_done and len(self.head) < MAX_HEAD_BYTES:
+            self.head += data
+        Connection.data_received(self, data)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The captured headers of the current response (names lower case; repeated headers joined by ', ')."""
+        if self._headers is None:
+            self._headers = read_headers(self.head, self.capture)
+        return self._headers
+
+
+MAX_HEAD_BYTES = 1 << 16
+"""Response head bytes kept for header capture."""
+
+
+def read_headers(head: bytes, names: frozenset[bytes]) -> dict[str, str]:
+    """The headers called ``names`` (lower-case bytes) from raw response bytes (status line, headers, maybe body)."""
+    end = head.find(b"\r\n\r\n")
+    block = head[:end] if end >= 0 else head
+    lower = block.lower()
+    out: dict[str, str] = {}
+    for name in names:
+        needle = b"\r\n" + name + b":"
+        start = lower.find(needle)
+        while start >= 0:
+            value_start = start + len(needle)
+            line_end = block.find(b"\r\n", value_start)
+            raw = block[value_start : line_end if line_end >= 0 else len(block)]
+            key = name.decode("latin-1")
+            text = raw.strip().decode("latin-1")
+            out[key] = f"{out[key]}, {text}" if key in out else text
+            start = lower.find(needle, value_start)
+    return out
 
 
 class StreamConnection(HeaderConnection):
@@ -182,7 +217,8 @@ class StreamConnection(HeaderConnection):
         self.gaps: list[float] = []
 
     def prepare(self) -> None:
-        self.headers = {}
+        self.head = b""
+        self._headers = None
         self.sse = SSEParser(openai=self.openai)
         self.t_first_token = 0.0
         self.t_last_token = 0.0
