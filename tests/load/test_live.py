@@ -249,3 +249,47 @@ def test_calibrate(cli, tmp_path: Path, result_validator) -> None:
     result_validator(data)
     assert data["metrics"]["calibration"]["throughput_rps"] > 100
     assert data["metrics"]["headline"]["calibration_rps"] > 100
+
+
+def test_ctrl_c_writes_the_partial_result(sick: Running, tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "partial.json"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "infradoctor",
+            "load",
+            f"{sick.url}/fixed?ms=5",
+            "-c",
+            "1,2,4",
+            "-d",
+            "30",
+            "--json",
+            str(out),
+            "--no-store",
+            "-q",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        time.sleep(2.5)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    data = json.loads(out.read_text())
+    points = data["metrics"]["points"]
+    assert len(points) == 1 and points[0]["interrupted"] and points[0]["completed"] > 10
+    assert points[0]["duration_s"] < 10
+    assert any(e["source"] == "load.interrupted" for e in data["errors"])
+    assert data["metrics"]["stop_reason"] == "interrupted"

@@ -326,7 +326,6 @@ class _PointRun:
         self.result = result
         self.target = spec.target
         self.requests = spec.wire_requests()
-        self.no_body = spec.method.upper() == "HEAD"
         self.duration_s = duration_s
         self.max_requests = max_requests
         self.timeout_s = result.timeout_s
@@ -338,7 +337,11 @@ class _PointRun:
         self.progress_interval_s = progress_interval_s
         capture = frozenset(h.lower().encode("latin-1") for h in spec.capture_headers)
         self.conn_class = connection_class(
-            capture=capture, stream=spec.stream, openai=spec.openai, pure_python=pure_python
+            capture=capture,
+            stream=spec.stream,
+            openai=spec.openai,
+            pure_python=pure_python,
+            no_body=spec.method.upper() == "HEAD",
         )
         self.ssl_context: ssl.SSLContext | None = None
         if self.target.scheme == "https":
@@ -551,7 +554,6 @@ class _PointRun:
         finally:
             self.connecting -= 1
         conn = proto
-        conn.no_body = self.no_body
         self.conns.add(conn)
         if self.closed_loop:
             assert data is not None
