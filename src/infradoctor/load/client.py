@@ -1,0 +1,279 @@
+"""The hot path: HTTP/1.1 client connections on asyncio Protocols (uvloop and httptools when installed).
+
+Each connection carries one request at a time (no pipelining). Request bytes are built once; a response is parsed
+by httptools (or :mod:`infradoctor.load.pyparser`) and its completion is reported straight to the driver from the
+parser callback, so a closed-loop worker sends its next request without any task switch. Header parsing and
+server-sent-event timing are switched on only when asked for, in subclasses, to keep the plain path lean.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Protocol
+
+from infradoctor.load import pyparser
+from infradoctor.load.sse import SSEParser
+
+try:  # pragma: no cover - exercised where httptools is installed (the load extra)
+    import httptools
+
+    _ParserError: tuple[type[BaseException], ...] = (httptools.HttpParserError, pyparser.HttpParserError)
+    HAVE_HTTPTOOLS = True
+except ImportError:  # pragma: no cover - the fallback is tested by forcing it
+    httptools = None  # type: ignore[assignment]
+    _ParserError = (pyparser.HttpParserError,)
+    HAVE_HTTPTOOLS = False
+
+_perf = time.perf_counter
+
+
+class Driver(Protocol):
+    """What a connection reports to: the point runner."""
+
+    def on_response(self, conn: Connection) -> None:
+        """A response completed on ``conn`` (status in ``conn.status``)."""
+
+    def on_failure(self, conn: Connection, error_class: str) -> None:
+        """The in-flight request on ``conn`` failed with a transport error class."""
+
+    def on_closed(self, conn: Connection) -> None:
+        """``conn`` is closed and will not be used again."""
+
+
+def make_parser(callbacks: Any, *, pure_python: bool = False, no_body: bool = False) -> Any:
+    """An httptools response parser, or the pure-Python one when httptools is missing or ``pure_python``."""
+    if HAVE_HTTPTOOLS and not pure_python:
+        return httptools.HttpResponseParser(callbacks)
+    parser = pyparser.PyResponseParser(callbacks)
+    parser.no_body = no_body
+    return parser
+
+
+class Connection(asyncio.Protocol):
+    """One keep-alive connection carrying one request at a time."""
+
+    pure_python = False
+    no_body = False
+    """Responses carry no body (requests are HEAD)."""
+    has_state = False
+    """Subclasses with per-request state set this so that ``prepare`` runs before each send."""
+
+    def __init__(self, driver: Driver, worker: int = -1) -> None:
+        self.driver = driver
+        self.worker = worker
+        """Closed-loop worker that owns this connection (-1 in the open loop)."""
+        self.transport: asyncio.Transport | None = None
+        self.parser: Any = make_parser(self, pure_python=self.pure_python, no_body=self.no_body)
+        self.busy = False
+        """A request is in flight."""
+        self.closed = False
+        self.received = False
+        """Some of the current response arrived (tells an aborted response from a reset)."""
+        self.reusable = True
+        """The last response allowed keep-alive."""
+        self.status = 0
+        self.t_intended = 0.0
+        """When the request was meant to start (open loop: the schedule; closed loop: when the worker issued it)."""
+        self.t_send = 0.0
+        """When its bytes were written."""
+        self.index = 0
+        """Request number within the point."""
+
+    # asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.received = True
+        try:
+            self.parser.feed_data(data)
+        except _ParserError:
+            if self.busy:
+                self.busy = False
+                self.driver.on_failure(self, "protocol_error")
+            self.abort()
+
+    def eof_received(self) -> bool | None:
+        feed_eof = getattr(self.parser, "feed_eof", None)
+        if self.busy and feed_eof is not None:
+            feed_eof()
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self.busy:
+            self.busy = False
+            if self.received and not self.parser.should_keep_alive():
+                # httptools cannot be told about EOF: a close-delimited body ends here
+                self.status = self.parser.get_status_code()
+                self.reusable = False
+                self.driver.on_response(self)
+            else:
+                self.driver.on_failure(self, "stream_aborted" if self.received else "reset")
+        self.driver.on_closed(self)
+
+    # parser callbacks (no on_headers_complete here: one Python call less per response)
+    def on_message_complete(self) -> None:
+        if not self.busy:
+            return
+        self.busy = False
+        self.status = self.parser.get_status_code()
+        self.reusable = self.parser.should_keep_alive()
+        if self.no_body and self.reusable:
+            self.parser = make_parser(self, pure_python=self.pure_python, no_body=self.no_body)
+        self.driver.on_response(self)
+
+    # driver side
+    def send(self, data: bytes, t_intended: float, index: int) -> None:
+        """Write one request; the response is reported to the driver."""
+        self.busy = True
+        self.received = False
+        self.t_intended = t_intended
+        self.index = index
+        if self.has_state:
+            self.prepare()
+        self.t_send = _perf()
+        self.transport.write(data)  # type: ignore[union-attr]
+
+    def prepare(self) -> None:
+        """Reset per-request state before a send (subclasses)."""
+
+    def abort(self) -> None:
+        """Drop the connection now (timeouts, end of point)."""
+        if self.transport is not None and not self.closed:
+            self.transport.abort()
+
+    def close(self) -> None:
+        """Close gracefully."""
+        if self.transport is not None and not self.closed:
+            self.transport.close()
+
+
+class HeaderConnection(Connection):
+    """A connection that also keeps the response headers named in ``capture`` (lower-case bytes).
+
+    Rather than a parser callback per header line, it keeps the raw bytes that arrive before the head is complete
+    and reads the few wanted headers out of them once per response (much cheaper in Python).
+    """
+
+    capture: frozenset[bytes] = frozenset()
+    has_state = True
+
+    def __init__(self, driver: Driver, worker: int = -1) -> None:
+        super().__init__(driver, worker)
+        self.head = b""
+        self.head_open = True
+        self._headers: dict[str, str] | None = None
+
+    def prepare(self) -> None:
+        self.head = b""
+        self.head_open = True
+        self._headers = None
+
+    def data_received(self, data: bytes) -> None:
+        if self.head_open:
+            self.head += data
+            if b"\r\n\r\n" in self.head or len(self.head) > MAX_HEAD_BYTES:
+                self.head_open = False
+        Connection.data_received(self, data)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The captured headers of the current response (names lower case; repeated headers joined by ', ')."""
+        if self._headers is None:
+            self._headers = read_headers(self.head, self.capture)
+        return self._headers
+
+
+MAX_HEAD_BYTES = 1 << 16
+"""Response head bytes kept for header capture."""
+
+
+def read_headers(head: bytes, names: frozenset[bytes]) -> dict[str, str]:
+    """The headers called ``names`` (lower-case bytes) from raw response bytes (status line, headers, maybe body)."""
+    end = head.find(b"\r\n\r\n")
+    block = head[:end] if end >= 0 else head
+    lower = block.lower()
+    out: dict[str, str] = {}
+    for name in names:
+        needle = b"\r\n" + name + b":"
+        start = lower.find(needle)
+        while start >= 0:
+            value_start = start + len(needle)
+            line_end = block.find(b"\r\n", value_start)
+            raw = block[value_start : line_end if line_end >= 0 else len(block)]
+            key = name.decode("latin-1")
+            text = raw.strip().decode("latin-1")
+            out[key] = f"{out[key]}, {text}" if key in out else text
+            start = lower.find(needle, value_start)
+    return out
+
+
+class StreamConnection(HeaderConnection):
+    """A connection that times each server-sent event of the response (TTFT, inter-token gaps, token count)."""
+
+    openai = False
+
+    def __init__(self, driver: Driver, worker: int = -1) -> None:
+        super().__init__(driver, worker)
+        self.sse = SSEParser(openai=self.openai)
+        self.t_first_token = 0.0
+        self.t_last_token = 0.0
+        self.tokens = 0
+        self.gaps: list[float] = []
+
+    def prepare(self) -> None:
+        self.head = b""
+        self.head_open = True
+        self._headers = None
+        self.sse = SSEParser(openai=self.openai)
+        self.t_first_token = 0.0
+        self.t_last_token = 0.0
+        self.tokens = 0
+        self.gaps = []
+
+    def on_body(self, body: bytes) -> None:
+        count = self.sse.feed(body)
+        if count:
+            now = _perf()
+            if self.tokens == 0:
+                self.t_first_token = now
+            else:
+                self.gaps.append(now - self.t_last_token)
+            # tokens that arrive in one read share its timestamp: their gaps are 0
+            self.gaps.extend([0.0] * (count - 1))
+            self.t_last_token = now
+            self.tokens += count
+
+    @property
+    def output_tokens(self) -> int:
+        """Tokens in this response: the server's usage count when sent, else the token-bearing events."""
+        usage = self.sse.usage_tokens
+        return usage if usage is not None else self.tokens
+
+
+def _complete_at_headers(self: Connection) -> None:
+    self.on_message_complete()
+
+
+def connection_class(
+    *, capture: frozenset[bytes], stream: bool, openai: bool, pure_python: bool, no_body: bool = False
+) -> type[Connection]:
+    """The leanest connection class that does what the spec asks (``no_body`` for responses to HEAD)."""
+    base: type[Connection]
+    if stream:
+        base = StreamConnection
+    elif capture:
+        base = HeaderConnection
+    else:
+        base = Connection
+    attrs: dict[str, Any] = {"pure_python": pure_python}
+    if issubclass(base, HeaderConnection):
+        attrs["capture"] = capture
+    if stream:
+        attrs["openai"] = openai
+    if no_body:
+        attrs["no_body"] = True
+        attrs["on_headers_complete"] = _complete_at_headers
+    return type(f"Configured{base.__name__}", (base,), attrs)
