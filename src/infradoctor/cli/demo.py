@@ -138,6 +138,8 @@ class DemoCommand(Command):
         shown = 0
         for name in wanted:
             for row in rows:
+                if not row["comparable"] or not (row["before"] or row["after"]):
+                    continue
                 if row["metric"] == name and row["statistic"] in ("value", "p99"):
                     say(f"  result   {describe_change(row)}")
                     shown += 1

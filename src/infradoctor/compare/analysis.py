@@ -53,6 +53,10 @@ class MetricChange:
     """``lower``, ``higher`` or ``unknown``: which direction is an improvement."""
     source: str
     """``headline`` or ``distribution``."""
+    comparable: bool = True
+    """False when the two runs measured different things under this name (e.g. steps of different sizes)."""
+    note: str = ""
+    """Why a row is not comparable."""
 
     @property
     def change(self) -> float:
@@ -84,7 +88,7 @@ class MetricChange:
         return self._moved("bad")
 
     def _moved(self, which: str) -> bool:
-        if self.better == "unknown" or self.change == 0:
+        if not self.comparable or self.better == "unknown" or self.change == 0:
             return False
         good = (self.change < 0) == (self.better == "lower")
         if (which == "good") != good:
@@ -110,6 +114,8 @@ class MetricChange:
             "improved": self.improved,
             "regression": self.regression,
             "source": self.source,
+            "comparable": self.comparable,
+            "note": self.note,
         }
 
 
@@ -151,9 +157,35 @@ def _distributions(result: Result) -> dict[str, list[float]]:
     return out
 
 
+_PER_STEP = re.compile(r"^steps?(_|$)")
+
+
+def _samples_per_step(result: Result) -> float | None:
+    head = _numbers(result.metrics.get("headline"))
+    samples, steps = head.get("samples_per_s"), head.get("steps_per_s")
+    if samples is None or not steps:
+        return None
+    return samples / steps
+
+
+def step_mismatch(before: Result, after: Result) -> str:
+    """Why per-step metrics of two runs are not comparable (different samples per step), or ``""``."""
+    b, a = _samples_per_step(before), _samples_per_step(after)
+    if b is None or a is None or b <= 0 or a <= 0:
+        return ""
+    if max(a, b) / min(a, b) > 1.1:
+        return f"steps differ in size ({b:.3g} vs {a:.3g} samples per step): compare per-sample metrics"
+    return ""
+
+
 def compare_changes(before: Result, after: Result, *, resamples: int = 400) -> list[MetricChange]:
     """Rows for every headline metric and distribution statistic present in both runs."""
     rows: list[MetricChange] = []
+    mismatch = step_mismatch(before, after)
+
+    def comparable(name: str) -> bool:
+        return not (mismatch and _PER_STEP.match(name))
+
     dist_b, dist_a = _distributions(before), _distributions(after)
     for name in sorted(set(dist_b) & set(dist_a)):
         for stat_name in DISTRIBUTION_STATS:
@@ -169,6 +201,8 @@ def compare_changes(before: Result, after: Result, *, resamples: int = 400) -> l
                     ci_high=high,
                     better=_direction(name),
                     source="distribution",
+                    comparable=comparable(name),
+                    note="" if comparable(name) else mismatch,
                 )
             )
     head_b = _numbers(before.metrics.get("headline"))
@@ -183,6 +217,8 @@ def compare_changes(before: Result, after: Result, *, resamples: int = 400) -> l
             ci_high=None,
             better=_direction(name),
             source="headline",
+            comparable=comparable(name),
+            note="" if comparable(name) else mismatch,
         )
         for name in head_b
         if name in head_a

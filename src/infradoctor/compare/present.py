@@ -11,6 +11,8 @@ from infradoctor.result import Result
 
 def verdict(row: Mapping[str, Any]) -> str:
     """``better``, ``REGRESSION``, ``within noise`` or ``changed`` for one row."""
+    if row.get("comparable") is False:
+        return "not comparable"
     if row.get("regression"):
         return "REGRESSION"
     if row.get("improved"):
@@ -52,6 +54,8 @@ def sections(result: Result) -> list[Section]:
         lines.append("findings resolved: " + ", ".join(map(str, resolved)))
     if new:
         lines.append("new findings: " + ", ".join(map(str, new)))
+    notes = sorted({str(r["note"]) for r in rows if r.get("note")})
+    lines += [f"note: {n}" for n in notes]
     regressions = [r for r in rows if r.get("regression")]
     if regressions:
         lines.append("REGRESSIONS: " + ", ".join(f"{r['metric']} {r['statistic']}" for r in regressions))

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infradoctor import __version__
-from infradoctor.compare import compare_results
+from infradoctor.compare import compare_results, lower_is_better
 from infradoctor.findings import REGISTRY, Finding, rank_findings
 from infradoctor.report.sections import format_evidence, format_value
 from infradoctor.result import Result, utc_now_iso
@@ -59,13 +59,23 @@ class Pair:
     def key_changes(self, limit: int = 3) -> list[Mapping[str, Any]]:
         """The most telling changes: significant distribution shifts first, then headline metrics, by size."""
 
-        def score(row: Mapping[str, Any]) -> tuple[int, int, float]:
+        def score(row: Mapping[str, Any]) -> tuple[int, int, int, float]:
             pct = row.get("change_pct")
             size = abs(pct) if isinstance(pct, (int, float)) and math.isfinite(pct) else 0.0
-            moved = bool(row.get("improved") or row.get("regression"))
-            return (int(moved), int(row.get("source") == "distribution" and row.get("statistic") != "mean"), size)
+            moved = 2 if row.get("improved") else 1 if row.get("regression") else 0
+            throughput = int(lower_is_better(str(row.get("metric"))) is False)
+            return (
+                moved,
+                throughput,
+                int(row.get("source") == "distribution" and row.get("statistic") != "mean"),
+                size,
+            )
 
-        rows = [r for r in self.changes() if r.get("before") is not None and r.get("after") is not None]
+        rows = [
+            r
+            for r in self.changes()
+            if r.get("before") is not None and r.get("after") is not None and r.get("comparable", True)
+        ]
         ranked = sorted(rows, key=score, reverse=True)
         picked: list[Mapping[str, Any]] = []
         seen: set[str] = set()
@@ -148,6 +158,25 @@ def describe_change(row: Mapping[str, Any]) -> str:
     return f"{name}: {format_value(row.get('before'))} -> {format_value(row.get('after'))} ({pct_text}{note}){verdict}"
 
 
+def short_target(run: Result) -> str:
+    """The target in a few words: ``python workloads/train.py 40`` rather than absolute paths."""
+    argv = run.target.get("argv") if isinstance(run.target, Mapping) else None
+    if isinstance(argv, list) and argv:
+        words = []
+        for i, arg in enumerate(str(a) for a in argv):
+            name = arg.rsplit("/", 1)[-1]
+            if i == 0 and name.startswith("python"):
+                words.append("python")
+            elif arg.startswith("/") and arg.count("/") > 2:
+                words.append("/".join(arg.rsplit("/", 2)[-2:]))
+            else:
+                words.append(arg)
+        text = " ".join(words)
+    else:
+        text = describe_target(run.target)
+    return text if len(text) <= 90 else text[:89] + "…"
+
+
 def _finding_line(finding: Finding, run: Result) -> str:
     where = f" at {finding.location}" if finding.location else ""
     evidence = format_evidence(finding.evidence, limit=5)
@@ -186,7 +215,7 @@ def build_writeup(runs: Sequence[Result], *, title: str | None = None, resamples
     )
 
     summary: list[str] = []
-    targets = sorted({f"{r.command} {describe_target(r.target)}" for r in ordered})
+    targets = sorted({f"{r.command} {short_target(r)}" for r in ordered})
     summary.append(
         "Investigated: " + "; ".join(targets[:6]) + (f" (+{len(targets) - 6} more)" if len(targets) > 6 else "")
     )
@@ -244,7 +273,7 @@ def build_writeup(runs: Sequence[Result], *, title: str | None = None, resamples
         risks.append(f"{finding.code} {finding.name} ({kind} fix): {risk}")
     for pair in pairs:
         regressions = [r for r in pair.changes() if r.get("regression")]
-        for row in regressions:
+        for row in regressions[:3]:
             risks.append(f"Regression measured in [{pair.scenario or pair.after.command}]: {describe_change(row)}")
 
     next_steps: list[str] = []
@@ -298,7 +327,7 @@ def _method(runs: Sequence[Result]) -> list[str]:
         label = f" [{run.label}]" if run.label else ""
         metrics = ", ".join(list(_headline(run))[:6])
         lines.append(
-            f"Run {run.run_id or '-'}{label}: `infradoctor {run.command}` on {describe_target(run.target)}, "
+            f"Run {run.run_id or '-'}{label}: `infradoctor {run.command}` on {short_target(run)}, "
             f"{run.duration_s:.1f} s at {run.started_at}" + (f"; measured {metrics}" if metrics else "")
         )
     commands = sorted({r.command for r in runs})
