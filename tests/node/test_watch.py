@@ -106,7 +106,8 @@ def test_cli_watch_with_duration_and_record(cli, tmp_path: Path, result_validato
     lines = record.read_text().splitlines()
     assert len(lines) == 4 == data["metrics"]["watch"]["samples"]
     assert data["metrics"]["watch"]["metrics"]["gpu3_util_pct"]["mean"] == 97.0
-    assert len(data["metrics"]["distributions"]["cpu_util_pct"]) == 4
+    assert len(data["metrics"]["distributions"]["cpu_util_pct"]) == 3  # the first CPU reading is not a sample
+    assert len(data["metrics"]["distributions"]["gpu0_util_pct"]) == 4
     assert "Watch" in res.stdout
 
 
