@@ -248,3 +248,9 @@ def test_n012_expected_but_not_visible(expectation: GpuExpectation, visible: boo
     assert codes(findings) == (["N012"] if fires else [])
     if fires:
         assert "Driver Not Loaded" in findings[0].title
+
+
+def test_n012_names_each_gpu_the_driver_cannot_open() -> None:
+    lost = gpu(2, name=None, unavailable={"device": "GPU is lost"})
+    (finding,) = n012_gpu_not_visible.check(evidence(gpu(0), lost), OPTS)
+    assert finding.evidence["gpu"] == 2 and "GPU is lost" in finding.title

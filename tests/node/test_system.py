@@ -110,3 +110,28 @@ def test_expectation_reads_injected_paths(tmp_path) -> None:
     assert not probe_expectation({}, dev_glob="/nonexistent*", modules_file=str(only_uvm),
                                  version_file=str(tmp_path / "y")).driver_loaded
     assert os.path.exists(modules)
+
+
+def test_a_mount_that_does_not_answer_is_skipped_with_a_note(monkeypatch) -> None:
+    import threading
+
+    import psutil
+
+    from infradoctor.node import system
+
+    release = threading.Event()
+    real_usage = psutil.disk_usage
+
+    def hanging_usage(path):  # a stale NFS mount: statvfs never returns
+        if path == "/":
+            release.wait(5)
+        return real_usage(path)
+
+    monkeypatch.setattr(system.psutil, "disk_usage", hanging_usage)
+    notes: list = []
+    try:
+        disks = system.probe_disks(notes=notes, timeout_s=0.2)
+    finally:
+        release.set()
+    assert "/" not in {d.mountpoint for d in disks}
+    assert any("/ did not answer" in n.message for n in notes)
