@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from infradoctor.node.gpu.nvml import NvmlBackend, ReplayNvml
+from infradoctor.node.snapshot import evidence_from_metrics
 from infradoctor.node.watch import (
     MAX_DISTRIBUTION_VALUES,
     NodeSampler,
@@ -109,6 +110,8 @@ def test_cli_watch_with_duration_and_record(cli, tmp_path: Path, result_validato
     assert len(data["metrics"]["distributions"]["cpu_util_pct"]) == 3  # the first CPU reading is not a sample
     assert len(data["metrics"]["distributions"]["gpu0_util_pct"]) == 4
     assert "Watch" in res.stdout
+    rebuilt = evidence_from_metrics(data["metrics"])
+    assert rebuilt.watch is not None and rebuilt.watch.metrics["gpu3_util_pct"].mean == 97.0
 
 
 @pytest.mark.integration
