@@ -254,3 +254,19 @@ def test_n012_names_each_gpu_the_driver_cannot_open() -> None:
     lost = gpu(2, name=None, unavailable={"device": "GPU is lost"})
     (finding,) = n012_gpu_not_visible.check(evidence(gpu(0), lost), OPTS)
     assert finding.evidence["gpu"] == 2 and "GPU is lost" in finding.title
+
+
+def test_n003_intermittent_throttling_during_watch() -> None:
+    def watched(share: float) -> WatchSummary:
+        return WatchSummary(20, 1.0, 19.0, False, {
+            "gpu0_throttle": MetricSummary(20, 0.0, share, 1.0, 1.0),
+            "gpu0_sm_clock_mhz": MetricSummary(20, 1100.0, 1800.0, 1980.0, 1980.0),
+        })
+
+    (finding,) = n003_gpu_throttling.check(evidence(gpu(0), watch=watched(0.35)), OPTS)
+    assert finding.severity is Severity.MEDIUM and finding.evidence["throttled_share"] == 0.35
+    assert finding.evidence["sm_clock_min_mhz"] == 1100.0
+    assert n003_gpu_throttling.check(evidence(gpu(0), watch=watched(0.05)), OPTS) == []
+    # throttled right now: the snapshot finding, not a second one from the watch
+    now = n003_gpu_throttling.check(evidence(gpu(0, clock_event_reasons=0x40), watch=watched(0.35)), OPTS)
+    assert [f.severity for f in now] == [Severity.HIGH]
