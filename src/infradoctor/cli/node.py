@@ -133,9 +133,9 @@ class NodeCommand(Command):
                 try:
                     for sample in watch(sampler, interval_s=args.interval, duration_s=args.duration,
                                         wall_clock=utc_now_iso):
-                        samples.append(sample)
-                        if record is not None:
+                        if record is not None:  # written before it counts, so the file holds every sample
                             write_record_line(record, sample)
+                        samples.append(sample)
                         if live is not None:
                             live.update(live_table(samples, args.interval))
                 except KeyboardInterrupt:
