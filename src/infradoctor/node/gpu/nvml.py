@@ -36,6 +36,8 @@ NVML_VOLATILE_ECC: Final = 0
 NVML_AGGREGATE_ECC: Final = 1
 NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS: Final = 0
 NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR: Final = 1
+NVML_MEMORY_V2: Final = 0x02000028
+"""``nvmlMemory_v2``: version tag of the v2 memory-info struct (its size | 2 << 24)."""
 
 
 class NotAvailable:
@@ -171,7 +173,15 @@ class _DeviceReader:
         return float(rates.gpu), float(rates.memory)
 
     def memory(self) -> tuple[int | None, int | None]:
-        """``nvidia-smi --query-gpu=memory.used,memory.total`` (``<fb_memory_usage>``), in bytes."""
+        """``nvidia-smi --query-gpu=memory.used,memory.total`` (``<fb_memory_usage>``), in bytes.
+
+        The v2 query (driver R510 and later) leaves the driver's reserved memory out of "used", as nvidia-smi
+        does; older drivers answer only the v1 query, whose "used" includes it.
+        """
+        info = self.q("nvmlDeviceGetMemoryInfo", self.h, NVML_MEMORY_V2)
+        if info is not NA:
+            return int(info.used), int(info.total)
+        self.q.failures.pop("nvmlDeviceGetMemoryInfo", None)
         info = self.get("memory", "nvmlDeviceGetMemoryInfo")
         if _na(info):
             return None, None
