@@ -139,3 +139,23 @@ def test_ctrl_c_ends_watch_cleanly(tmp_path: Path) -> None:
     assert samples >= 3 and data["metrics"]["watch"]["samples"] == samples
     assert data["metrics"]["watch"]["interrupted"] is True
     assert b"Traceback" not in err
+
+
+def test_live_view_shows_host_history_and_one_row_per_gpu() -> None:
+    import io
+
+    from rich.console import Console
+
+    from infradoctor.cli.node import live_table, sparkline
+
+    assert sparkline([0.0, 50.0, 100.0, None, 250.0]) == "▁▅█ █"
+    samples = [WatchSample(i, float(i), {"cpu_util_pct": 10.0 * i, "load_1m": 1.0, "mem_used_pct": 5.0,
+                                         "swap_used_pct": 0.0, "gpu0_util_pct": 90.0, "gpu0_throttle": 1.0,
+                                         "gpu1_util_pct": None})
+               for i in range(15)]
+    out = io.StringIO()
+    Console(file=out, width=120, color_system=None).print(live_table(samples, 1.0))
+    text = out.getvalue()
+    assert "sample 15" in text and text.count("\n") < 40
+    rows = [line for line in text.splitlines() if line.strip().startswith(("0 ", "1 "))]
+    assert any("yes" in r for r in rows)  # GPU 0 throttled
