@@ -70,10 +70,12 @@ def test_n001_one_finding_per_code_with_action_severity_and_gpu_name() -> None:
             "[ 11.0] NVRM: Xid (PCI:0000:3b:00): 79, pid=77, name=python, GPU has fallen off the bus.",
             "[ 12.0] NVRM: Xid (PCI:0000:5e:00): 13, pid=12, name=train.py, Graphics SM Warp Exception",
             "[ 13.0] NVRM: Xid (PCI:0000:5e:00): 45, pid=12, name=train.py, Ch 00000010",
+            "[ 14.0] NVRM: Xid (PCI:3B:00): 74, NVLink: fatal error detected on link 3",
         ),
     )
     found = {f.evidence["xid"]: f for f in n001_gpu_xid.check(ev, OPTS)}
-    assert set(found) == {79, 13, 45}
+    assert set(found) == {79, 13, 45, 74}
+    assert found[74].evidence["gpus"] == ["GPU 0 (00000000:3B:00.0)"]  # short PCI form matched too
     assert found[79].severity is Severity.CRITICAL
     assert found[79].evidence["count"] == 2 and found[79].evidence["action"] == "reboot"
     assert found[79].evidence["gpus"] == ["GPU 0 (00000000:3B:00.0)"]
