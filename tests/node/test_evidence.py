@@ -61,3 +61,24 @@ def test_sections_survive_a_result_without_gpus_or_host() -> None:
     result = build_result(NodeRequest(host=False), ev, started_at="2026-11-29T10:00:00Z", duration_s=0.1)
     assert [s.title for s in sections(result)] == ["GPUs", "Kernel log"]
     assert "no GPU visible" in render(result, "md")
+
+
+def test_hostile_names_from_the_machine_are_escaped_in_html() -> None:
+    from infradoctor.node.gpu.smi_xml import parse_smi_xml
+
+    hostile = "<script>alert(1)</script>"
+    xml = (
+        "<nvidia_smi_log><gpu id='00000000:01:00.0'><product_name>&lt;img src=x onerror=alert(1)&gt;</product_name>"
+        "<fb_memory_usage><total>100 MiB</total><used>99 MiB</used></fb_memory_usage><processes>"
+        f"<process_info><pid>1</pid><type>C</type><process_name>{hostile.replace('<', '&lt;')}</process_name>"
+        "<used_memory>50 MiB</used_memory></process_info><process_info><pid>2</pid><type>C</type>"
+        "<process_name>b</process_name><used_memory>49 MiB</used_memory></process_info></processes></gpu>"
+        "</nvidia_smi_log>"
+    )
+    snapshot = parse_smi_xml(xml).snapshot
+    result = build_result(NodeRequest(host=False), evidence(*snapshot.devices, gpu=snapshot, host=None),
+                          started_at="2026-11-29T10:00:00Z", duration_s=0.1)
+    assert {f.code for f in result.findings} == {"N004", "N005"}
+    html = render(result, "html")
+    assert hostile not in html and "<img src=x" not in html
+    assert "&lt;script&gt;" in html

@@ -99,3 +99,12 @@ def test_cli_on_this_gpu_machine(cli, tmp_path: Path, nvml_probe, result_validat
     assert data["metrics"]["gpu"]["backend"] == "nvml"
     assert data["metrics"]["headline"]["gpus"] == len(nvml_probe.snapshot.devices)
     assert "N012" not in {f["code"] for f in data["findings"]}
+
+
+def test_smi_watch_sample_matches_the_xml(smi_probe) -> None:
+    sample = SmiXmlBackend().sample()
+    assert len(sample) == len(smi_probe.snapshot.devices)
+    for quick, full in zip(sample, smi_probe.snapshot.devices, strict=True):
+        assert quick.index == full.index
+        assert quick.memory_total_bytes == full.memory_total_bytes
+        assert quick.utilization_gpu_pct is not None and quick.clock_event_reasons is not None

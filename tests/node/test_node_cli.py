@@ -58,8 +58,10 @@ def test_xid79_ecc_fixture_yields_n001_and_n002(cli, tmp_path: Path, result_vali
     assert ecc["evidence"]["gpu"] == 5 and ecc["evidence"]["remapped_rows_pending"] is True
     assert ecc["evidence"]["volatile_uncorrected"] == 2
     assert findings[0]["code"] == "N001" and findings[0]["severity"] == "critical"  # ranked first
-    # the GPU that fell off the bus cannot be read: a note, and the other seven are still there
+    # the GPU that fell off the bus cannot be read: a note and N012, and the other seven are still there
     assert any("GPU 2" in e["message"] and "GPU is lost" in e["message"] for e in data["errors"])
+    (lost,) = [f for f in findings if f["code"] == "N012"]
+    assert lost["evidence"] == {"gpu": 2, "reason": "GPU is lost", "backend": "nvml"}
     assert data["metrics"]["headline"]["gpus"] == 8
     assert data["metrics"]["kernel_log"]["xid_by_code"]["79"] == 2
 
@@ -167,6 +169,16 @@ def test_gpu_backend_nvml_without_library_is_a_note(cli, tmp_path: Path, empty_l
         pytest.skip("NVML is available on this machine")
     assert data["metrics"]["gpu"]["backend"] == "none"
     assert any("NVML" in e["message"] for e in data["errors"])
+
+
+def test_save_and_evaluate_an_nvml_record(cli, tmp_path: Path, empty_log: Path) -> None:
+    record = tmp_path / "here.nvml.json"
+    assert cli("node", "--no-store", "-q", "--no-host", "--kernel-log", str(empty_log),
+               "--save-nvml-record", str(record)).exit_code == 0
+    assert json.loads(record.read_text())["format"] == "infradoctor.nvml-record/1"
+    code, data, _ = run_node(cli, tmp_path, "--no-host", "--kernel-log", str(empty_log), "--nvml-record", str(record))
+    assert code == 0 and data["metrics"]["gpu"]["backend"] == "nvml"
+    assert data["target"]["nvml_record"] == str(record)
 
 
 def test_rules_command_explains_node_codes(cli) -> None:

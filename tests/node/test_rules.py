@@ -70,10 +70,12 @@ def test_n001_one_finding_per_code_with_action_severity_and_gpu_name() -> None:
             "[ 11.0] NVRM: Xid (PCI:0000:3b:00): 79, pid=77, name=python, GPU has fallen off the bus.",
             "[ 12.0] NVRM: Xid (PCI:0000:5e:00): 13, pid=12, name=train.py, Graphics SM Warp Exception",
             "[ 13.0] NVRM: Xid (PCI:0000:5e:00): 45, pid=12, name=train.py, Ch 00000010",
+            "[ 14.0] NVRM: Xid (PCI:3B:00): 74, NVLink: fatal error detected on link 3",
         ),
     )
     found = {f.evidence["xid"]: f for f in n001_gpu_xid.check(ev, OPTS)}
-    assert set(found) == {79, 13, 45}
+    assert set(found) == {79, 13, 45, 74}
+    assert found[74].evidence["gpus"] == ["GPU 0 (00000000:3B:00.0)"]  # short PCI form matched too
     assert found[79].severity is Severity.CRITICAL
     assert found[79].evidence["count"] == 2 and found[79].evidence["action"] == "reboot"
     assert found[79].evidence["gpus"] == ["GPU 0 (00000000:3B:00.0)"]
@@ -248,3 +250,25 @@ def test_n012_expected_but_not_visible(expectation: GpuExpectation, visible: boo
     assert codes(findings) == (["N012"] if fires else [])
     if fires:
         assert "Driver Not Loaded" in findings[0].title
+
+
+def test_n012_names_each_gpu_the_driver_cannot_open() -> None:
+    lost = gpu(2, name=None, unavailable={"device": "GPU is lost"})
+    (finding,) = n012_gpu_not_visible.check(evidence(gpu(0), lost), OPTS)
+    assert finding.evidence["gpu"] == 2 and "GPU is lost" in finding.title
+
+
+def test_n003_intermittent_throttling_during_watch() -> None:
+    def watched(share: float) -> WatchSummary:
+        return WatchSummary(20, 1.0, 19.0, False, {
+            "gpu0_throttle": MetricSummary(20, 0.0, share, 1.0, 1.0),
+            "gpu0_sm_clock_mhz": MetricSummary(20, 1100.0, 1800.0, 1980.0, 1980.0),
+        })
+
+    (finding,) = n003_gpu_throttling.check(evidence(gpu(0), watch=watched(0.35)), OPTS)
+    assert finding.severity is Severity.MEDIUM and finding.evidence["throttled_share"] == 0.35
+    assert finding.evidence["sm_clock_min_mhz"] == 1100.0
+    assert n003_gpu_throttling.check(evidence(gpu(0), watch=watched(0.05)), OPTS) == []
+    # throttled right now: the snapshot finding, not a second one from the watch
+    now = n003_gpu_throttling.check(evidence(gpu(0, clock_event_reasons=0x40), watch=watched(0.35)), OPTS)
+    assert [f.severity for f in now] == [Severity.HIGH]

@@ -131,3 +131,37 @@ def test_unreadable_xml_file(tmp_path: Path) -> None:
     probe = SmiXmlBackend(xml_file=tmp_path).probe()  # a directory
     assert not probe.snapshot.available and "cannot read" in probe.notes[0].message
     assert os.path.isdir(tmp_path)
+
+
+def test_auto_falls_back_to_nvidia_smi_when_nvml_cannot_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from infradoctor.node.gpu import select_backend
+    from infradoctor.node.gpu.nvml import NvmlBackend
+
+    if NvmlBackend().init() is None:
+        pytest.skip("NVML loads here")
+    fake_smi(tmp_path, f'cat "{FIXTURES / "healthy_8x_h100.xml"}"')
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ.get('PATH', '')}")
+    backend, notes = select_backend("auto")
+    assert backend.name == "smi"
+    assert [n.source for n in notes] == ["gpu.nvml", "gpu"] and "falling back" in notes[1].message
+    assert len(backend.probe().snapshot.devices) == 8
+    forced, _ = select_backend("nvml")
+    assert forced.name == "none" and "NVML could not initialise" in forced.probe().notes[0].message
+    assert select_backend("none")[0].probe().snapshot.available is False
+
+
+def test_watch_samples_use_query_gpu_csv_with_old_field_fallback(tmp_path: Path) -> None:
+    # Like an R525 driver: clocks_event_reasons is not a known field yet, clocks_throttle_reasons is.
+    binary = fake_smi(tmp_path, """case "$1" in
+  *clocks_event_reasons*) echo 'Field "clocks_event_reasons.active" is not a valid field to query.'; exit 2;;
+  --query-gpu=*) echo "0, 97, 61, 72415, 81559, 58, 611.37, 700.00, 1980, 0x0000000000000000"
+                 echo "1, 100, 54, 61220, 81920, 91, 287.12, 400.00, 1005, 0x0000000000000060"
+                 echo "2, [N/A], [N/A], [N/A], 81920, [N/A], [Not Supported], [N/A], [N/A], [N/A]";;
+  *) exit 64;;
+esac""")
+    devices = SmiXmlBackend(binary=binary).sample()
+    assert [d.index for d in devices] == [0, 1, 2]
+    assert devices[0].memory_used_bytes == 72415 * MIB and devices[0].power_draw_w == pytest.approx(611.37)
+    assert devices[1].clock_event_reasons == 0x60 and devices[1].sm_clock_mhz == 1005
+    assert devices[2].utilization_gpu_pct is None and devices[2].memory_total_bytes == 81920 * MIB
+    assert devices[2].clock_event_reasons is None

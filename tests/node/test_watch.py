@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from infradoctor.node.gpu.nvml import NvmlBackend, ReplayNvml
+from infradoctor.node.snapshot import evidence_from_metrics
 from infradoctor.node.watch import (
     MAX_DISTRIBUTION_VALUES,
     NodeSampler,
@@ -92,7 +93,7 @@ def test_sampler_reads_host_and_gpus() -> None:
     values = sampler()
     assert 0.0 <= values["cpu_util_pct"] <= 100.0 and values["mem_used_pct"] > 0
     assert values["gpu7_util_pct"] == 97.0 and values["gpu0_throttle"] == 0.0
-    assert values["gpu0_mem_used_pct"] == pytest.approx(100 * (72415 + 548) / 81559, abs=0.01)
+    assert values["gpu0_mem_used_pct"] == pytest.approx(100 * 72415 / 81559, abs=0.01)
     assert NodeSampler(None)().keys() == {"cpu_util_pct", "load_1m", "mem_used_pct", "swap_used_pct"}
 
 
@@ -106,8 +107,11 @@ def test_cli_watch_with_duration_and_record(cli, tmp_path: Path, result_validato
     lines = record.read_text().splitlines()
     assert len(lines) == 4 == data["metrics"]["watch"]["samples"]
     assert data["metrics"]["watch"]["metrics"]["gpu3_util_pct"]["mean"] == 97.0
-    assert len(data["metrics"]["distributions"]["cpu_util_pct"]) == 4
+    assert len(data["metrics"]["distributions"]["cpu_util_pct"]) == 3  # the first CPU reading is not a sample
+    assert len(data["metrics"]["distributions"]["gpu0_util_pct"]) == 4
     assert "Watch" in res.stdout
+    rebuilt = evidence_from_metrics(data["metrics"])
+    assert rebuilt.watch is not None and rebuilt.watch.metrics["gpu3_util_pct"].mean == 97.0
 
 
 @pytest.mark.integration
@@ -135,3 +139,23 @@ def test_ctrl_c_ends_watch_cleanly(tmp_path: Path) -> None:
     assert samples >= 3 and data["metrics"]["watch"]["samples"] == samples
     assert data["metrics"]["watch"]["interrupted"] is True
     assert b"Traceback" not in err
+
+
+def test_live_view_shows_host_history_and_one_row_per_gpu() -> None:
+    import io
+
+    from rich.console import Console
+
+    from infradoctor.cli.node import live_table, sparkline
+
+    assert sparkline([0.0, 50.0, 100.0, None, 250.0]) == "▁▅█ █"
+    samples = [WatchSample(i, float(i), {"cpu_util_pct": 10.0 * i, "load_1m": 1.0, "mem_used_pct": 5.0,
+                                         "swap_used_pct": 0.0, "gpu0_util_pct": 90.0, "gpu0_throttle": 1.0,
+                                         "gpu1_util_pct": None})
+               for i in range(15)]
+    out = io.StringIO()
+    Console(file=out, width=120, color_system=None).print(live_table(samples, 1.0))
+    text = out.getvalue()
+    assert "sample 15" in text and text.count("\n") < 40
+    rows = [line for line in text.splitlines() if line.strip().startswith(("0 ", "1 "))]
+    assert any("yes" in r for r in rows)  # GPU 0 throttled

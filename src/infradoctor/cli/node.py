@@ -133,9 +133,9 @@ class NodeCommand(Command):
                 try:
                     for sample in watch(sampler, interval_s=args.interval, duration_s=args.duration,
                                         wall_clock=utc_now_iso):
-                        samples.append(sample)
-                        if record is not None:
+                        if record is not None:  # written before it counts, so the file holds every sample
                             write_record_line(record, sample)
+                        samples.append(sample)
                         if live is not None:
                             live.update(live_table(samples, args.interval))
                 except KeyboardInterrupt:
@@ -180,30 +180,38 @@ def _fmt(value: float | None) -> str:
 
 
 def live_table(samples: Sequence[WatchSample], interval_s: float) -> Group:
-    """The live view: sparklines of utilisation, then the most recent samples."""
+    """The live view: recent host samples, then one row per GPU with a utilisation sparkline."""
     latest = samples[-1].values
     gpu_ids = sorted({name.split("_", 1)[0] for name in latest if name.startswith("gpu")}, key=lambda g: int(g[3:]))
     recent = samples[-SPARK_SAMPLES:]
-    lines = [Text(f"sample {samples[-1].index + 1} every {interval_s:g} s (Ctrl-C to stop)", style="bold")]
-    lines.append(Text(f"cpu %   {sparkline([s.values.get('cpu_util_pct') for s in recent])}"))
-    lines.extend(Text(f"{gpu} %  {sparkline([s.values.get(gpu + '_util_pct') for s in recent])}") for gpu in gpu_ids)
-    table = Table(show_edge=False, header_style="bold")
-    table.add_column("t s", justify="right")
-    for column in ("cpu %", "load", "mem %", "swap %"):
-        table.add_column(column, justify="right")
-    for gpu in gpu_ids:
-        table.add_column(f"{gpu} util/mem %/C/W", justify="right")
-    for sample in samples[-HISTORY_ROWS:]:
+    title = Text(f"sample {samples[-1].index + 1}, every {interval_s:g} s (Ctrl-C to stop)", style="bold")
+    host = Table(show_edge=False, header_style="bold")
+    for column in ("t s", "cpu %", "load", "mem %", "swap %"):
+        host.add_column(column, justify="right")
+    host.add_column("cpu % history")
+    cpu_history = sparkline([s.values.get("cpu_util_pct") for s in recent])
+    history = samples[-HISTORY_ROWS:]
+    for i, sample in enumerate(history):
         v = sample.values
-        row = [f"{sample.t_s:.0f}", _fmt(v.get("cpu_util_pct")),
-               "–" if v.get("load_1m") is None else f"{v['load_1m']:.2f}",
-               _fmt(v.get("mem_used_pct")), _fmt(v.get("swap_used_pct"))]
+        load = v.get("load_1m")
+        host.add_row(f"{sample.t_s:.0f}", _fmt(v.get("cpu_util_pct")), "–" if load is None else f"{load:.2f}",
+                     _fmt(v.get("mem_used_pct")), _fmt(v.get("swap_used_pct")),
+                     cpu_history if i == len(history) - 1 else "")
+    parts: list[Table | Text] = [title, host]
+    if gpu_ids:
+        gpus = Table(show_edge=False, header_style="bold")
+        for column in ("gpu", "util %", "mem %", "temp C", "power W", "SM MHz", "throttled"):
+            gpus.add_column(column, justify="right")
+        gpus.add_column("util % history")
         for gpu in gpu_ids:
-            throttle = " T" if v.get(gpu + "_throttle") else ""
-            row.append("/".join(_fmt(v.get(f"{gpu}_{k}")) for k in ("util_pct", "mem_used_pct", "temp_c", "power_w"))
-                       + throttle)
-        table.add_row(*row)
-    return Group(*lines, table)
+            gpus.add_row(
+                gpu[3:], *(_fmt(latest.get(f"{gpu}_{k}")) for k in ("util_pct", "mem_used_pct", "temp_c", "power_w",
+                                                                      "sm_clock_mhz")),
+                "yes" if latest.get(f"{gpu}_throttle") else "no",
+                sparkline([s.values.get(f"{gpu}_util_pct") for s in recent]),
+            )
+        parts.append(gpus)
+    return Group(*parts)
 
 
 COMMAND = NodeCommand()

@@ -50,11 +50,6 @@ class NodeRequest:
     window_s: float = DEFAULT_WINDOW_S
     """CPU measurement window."""
 
-    @property
-    def recorded(self) -> bool:
-        """True when the GPU evidence comes from a file."""
-        return self.smi_xml is not None or self.nvml_record is not None
-
 
 def open_backend(request: NodeRequest) -> tuple[GpuBackend, tuple[Note, ...]]:
     """The GPU backend the request asks for."""

@@ -14,6 +14,7 @@ import contextlib
 import os
 import platform
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -39,6 +40,8 @@ TOP_PROCESSES = 5
 """Processes listed by CPU and by RSS."""
 MAX_DISKS = 32
 """Mounts reported at most."""
+DISK_TIMEOUT_S = 2.0
+"""Longest wait for one mount's usage (a hung NFS server must not hang the snapshot)."""
 PATH_ENV_VARS = ("HF_HOME", "HF_DATASETS_CACHE", "TRANSFORMERS_CACHE", "TORCH_HOME", "XDG_CACHE_HOME", "TMPDIR",
                  "INFRADOCTOR_HOME")
 """Environment variables naming directories whose filesystems count as in use."""
@@ -179,8 +182,37 @@ def paths_in_use() -> dict[str, str]:
     return out
 
 
-def probe_disks(extra_paths: Iterable[str] = ()) -> list[DiskUsage]:
-    """Usage of mounted block-device filesystems plus the filesystems of the paths in use (``df``)."""
+def _usage_with_timeout(mountpoint: str, timeout_s: float) -> tuple[Any, os.statvfs_result] | None:
+    """``disk_usage`` and ``statvfs`` of a mount, or None when it does not answer in time.
+
+    A stale network mount blocks ``statvfs`` forever; the daemon thread is abandoned rather than hanging the
+    whole snapshot.
+    """
+    box: list[tuple[Any, os.statvfs_result] | BaseException] = []
+
+    def read() -> None:
+        try:
+            box.append((psutil.disk_usage(mountpoint), os.statvfs(mountpoint)))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            box.append(exc)
+
+    thread = threading.Thread(target=read, name=f"statvfs {mountpoint}", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if not box:
+        return None
+    if isinstance(box[0], BaseException):
+        raise box[0]
+    return box[0]
+
+
+def probe_disks(
+    extra_paths: Iterable[str] = (), *, notes: list[Note] | None = None, timeout_s: float = DISK_TIMEOUT_S
+) -> list[DiskUsage]:
+    """Usage of mounted block-device filesystems plus the filesystems of the paths in use (``df``).
+
+    Mounts that do not answer within ``timeout_s`` are skipped with a note in ``notes``.
+    """
     partitions = {p.mountpoint: p for p in psutil.disk_partitions(all=True)}
     reasons: dict[str, list[str]] = {}
     for part in psutil.disk_partitions(all=False):
@@ -194,10 +226,14 @@ def probe_disks(extra_paths: Iterable[str] = ()) -> list[DiskUsage]:
     disks: list[DiskUsage] = []
     for mountpoint, whys in list(reasons.items())[:MAX_DISKS]:
         try:
-            usage = psutil.disk_usage(mountpoint)
-            stat = os.statvfs(mountpoint)
+            answered = _usage_with_timeout(mountpoint, timeout_s)
         except OSError:
             continue
+        if answered is None:
+            if notes is not None:
+                notes.append(Note("host.disks", f"{mountpoint} did not answer in {timeout_s:g} s (stale mount?)"))
+            continue
+        usage, stat = answered
         known = partitions.get(mountpoint)
         disks.append(
             DiskUsage(
@@ -306,7 +342,7 @@ def probe_host(
     cpu, proc_cpu = probe_cpu_window(window_s, sleep)
     memory = probe_memory()
     try:
-        disks = tuple(probe_disks())
+        disks = tuple(probe_disks(notes=notes))
     except (OSError, psutil.Error) as exc:
         disks = ()
         notes.append(Note("host.disks", f"cannot list mounts: {exc}"))

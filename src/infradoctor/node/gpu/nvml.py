@@ -12,7 +12,6 @@ library to write such a record on a machine with GPUs (``infradoctor node --save
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -20,7 +19,7 @@ from types import ModuleType, SimpleNamespace
 from typing import Any, Final
 
 from infradoctor.node.evidence import EccCounts, GpuDevice, GpuProcess, GpuSnapshot, Note
-from infradoctor.node.gpu.base import GpuBackend, GpuProbe, unavailable_snapshot
+from infradoctor.node.gpu.base import GpuBackend, GpuProbe, empty_device, unavailable_snapshot
 
 RECORD_FORMAT = "infradoctor.nvml-record/1"
 """``format`` field of a recorded-NVML JSON document."""
@@ -36,6 +35,8 @@ NVML_VOLATILE_ECC: Final = 0
 NVML_AGGREGATE_ECC: Final = 1
 NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS: Final = 0
 NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR: Final = 1
+NVML_MEMORY_V2: Final = 0x02000028
+"""``nvmlMemory_v2``: version tag of the v2 memory-info struct (its size | 2 << 24)."""
 
 
 class NotAvailable:
@@ -171,7 +172,15 @@ class _DeviceReader:
         return float(rates.gpu), float(rates.memory)
 
     def memory(self) -> tuple[int | None, int | None]:
-        """``nvidia-smi --query-gpu=memory.used,memory.total`` (``<fb_memory_usage>``), in bytes."""
+        """``nvidia-smi --query-gpu=memory.used,memory.total`` (``<fb_memory_usage>``), in bytes.
+
+        The v2 query (driver R510 and later) leaves the driver's reserved memory out of "used", as nvidia-smi
+        does; older drivers answer only the v1 query, whose "used" includes it.
+        """
+        info = self.q("nvmlDeviceGetMemoryInfo", self.h, NVML_MEMORY_V2)
+        if info is not NA:
+            return int(info.used), int(info.total)
+        self.q.failures.pop("nvmlDeviceGetMemoryInfo", None)
         info = self.get("memory", "nvmlDeviceGetMemoryInfo")
         if _na(info):
             return None, None
@@ -298,7 +307,7 @@ def read_device(query: NvmlQuery, index: int, process_name: Callable[[int], str 
     """Every field of one GPU (``nvidia-smi -q -i INDEX``)."""
     handle = query("nvmlDeviceGetHandleByIndex", index)
     if handle is NA:
-        return _lost_device(index, query.last_reason or "not available")
+        return empty_device(index, {"device": query.last_reason or "not available"})
     reader = _DeviceReader(query, handle)
     util_gpu, util_mem = reader.utilization()
     mem_used, mem_total = reader.memory()
@@ -342,20 +351,6 @@ def read_device(query: NvmlQuery, index: int, process_name: Callable[[int], str 
         mig_enabled=reader.mig_enabled(),
         processes=reader.processes(process_name),
         unavailable=dict(reader.unavailable),
-    )
-
-
-def _lost_device(index: int, reason: str) -> GpuDevice:
-    none_ecc = EccCounts(None, None, None, None)
-    return GpuDevice(
-        index=index, name=None, uuid=None, pci_bus_id=None, utilization_gpu_pct=None, utilization_memory_pct=None,
-        memory_used_bytes=None, memory_total_bytes=None, temperature_c=None, power_draw_w=None, power_limit_w=None,
-        sm_clock_mhz=None, max_sm_clock_mhz=None, mem_clock_mhz=None, max_mem_clock_mhz=None,
-        clock_event_reasons=None, ecc_enabled=None, ecc=none_ecc, retired_pages_single_bit=None,
-        retired_pages_double_bit=None, retired_pages_pending=None, remapped_rows_correctable=None,
-        remapped_rows_uncorrectable=None, remapped_rows_pending=None, remapped_rows_failure=None,
-        pcie_gen_current=None, pcie_gen_max=None, pcie_width_current=None, pcie_width_max=None,
-        pcie_replay_count=None, persistence_mode=None, mig_enabled=None, unavailable={"device": reason},
     )
 
 
@@ -442,16 +437,16 @@ class NvmlBackend(GpuBackend):
         for index in range(int(count)):
             handle = query("nvmlDeviceGetHandleByIndex", index)
             if handle is NA:
-                devices.append(_lost_device(index, query.last_reason or "not available"))
+                devices.append(empty_device(index, {"device": query.last_reason or "not available"}))
                 continue
             reader = _DeviceReader(query, handle)
             util_gpu, util_mem = reader.utilization()
             mem_used, mem_total = reader.memory()
             power_draw, power_limit = reader.power()
-            base = _lost_device(index, "")
             devices.append(
-                dataclasses.replace(
-                    base,
+                empty_device(
+                    index,
+                    reader.unavailable,
                     utilization_gpu_pct=util_gpu,
                     utilization_memory_pct=util_mem,
                     memory_used_bytes=mem_used,
@@ -461,7 +456,6 @@ class NvmlBackend(GpuBackend):
                     power_limit_w=power_limit,
                     sm_clock_mhz=_int(reader.get("sm_clock", "nvmlDeviceGetClockInfo", NVML_CLOCK_SM)),
                     clock_event_reasons=reader.clock_event_reasons(),
-                    unavailable=dict(reader.unavailable),
                 )
             )
         return tuple(devices)

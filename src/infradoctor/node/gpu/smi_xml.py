@@ -15,10 +15,15 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from infradoctor.node.evidence import EccCounts, GpuDevice, GpuProcess, GpuSnapshot, Note
-from infradoctor.node.gpu.base import REASON_BY_NAME, GpuBackend, GpuProbe, unavailable_snapshot
+from infradoctor.node.gpu.base import REASON_BY_NAME, GpuBackend, GpuProbe, empty_device, unavailable_snapshot
 
 SMI_TIMEOUT_S = 15.0
 """Longest wait for ``nvidia-smi -q -x`` (a hung driver makes it block)."""
+SAMPLE_FIELDS = ("index", "utilization.gpu", "utilization.memory", "memory.used", "memory.total", "temperature.gpu",
+                 "power.draw", "power.limit", "clocks.sm")
+"""``--query-gpu`` fields of a watch sample, followed by the clock event reasons field."""
+REASON_FIELDS = ("clocks_event_reasons.active", "clocks_throttle_reasons.active")
+"""The reasons field as drivers from R535 name it, then as older drivers do."""
 
 _NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
 _UNIT_BYTES = {"B": 1, "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3, "KB": 1000, "MB": 1000**2, "GB": 1000**3}
@@ -241,6 +246,21 @@ class SmiXmlBackend(GpuBackend):
         self.binary = binary
         self.xml_file = Path(xml_file) if xml_file is not None else None
 
+    def sample(self) -> tuple[GpuDevice, ...]:
+        """``nvidia-smi --query-gpu=... --format=csv,noheader,nounits``: far cheaper than the full XML each tick."""
+        binary = self.binary or find_nvidia_smi()
+        if self.xml_file is not None or binary is None:
+            return self.probe().snapshot.devices
+        for reasons in REASON_FIELDS:
+            argv = [binary, f"--query-gpu={','.join((*SAMPLE_FIELDS, reasons))}", "--format=csv,noheader,nounits"]
+            try:
+                proc = subprocess.run(argv, capture_output=True, timeout=SMI_TIMEOUT_S, check=False)  # noqa: S603
+            except (OSError, subprocess.TimeoutExpired):
+                return ()
+            if proc.returncode == 0:
+                return parse_query_csv(proc.stdout.decode("utf-8", "replace"))
+        return self.probe().snapshot.devices
+
     def probe(self) -> GpuProbe:
         """``nvidia-smi -q -x``."""
         if self.xml_file is not None:
@@ -266,3 +286,40 @@ class SmiXmlBackend(GpuBackend):
             reason = f"nvidia-smi -q -x exited {proc.returncode}: {message[0] if message else 'no output'}"
             return GpuProbe(unavailable_snapshot("smi", reason), (Note("gpu.smi", reason),))
         return parse_smi_xml(proc.stdout)
+
+
+def _csv_number(text: str) -> float | None:
+    text = text.strip()
+    if not text or text.startswith("[") or text.upper() == "N/A":
+        return None
+    try:
+        return float(int(text, 16)) if text.lower().startswith("0x") else float(text)
+    except ValueError:
+        return None
+
+
+def parse_query_csv(text: str) -> tuple[GpuDevice, ...]:
+    """Devices from ``--query-gpu`` CSV in :data:`SAMPLE_FIELDS` order plus the reasons bitmask (MiB, W, MHz)."""
+    devices = []
+    for line in text.splitlines():
+        cells = [_csv_number(c) for c in line.split(",")]
+        if len(cells) != len(SAMPLE_FIELDS) + 1:
+            continue
+        index, util, mem_util, used, total, temp, power, limit, sm, reasons = cells
+        if index is None:
+            continue
+        devices.append(
+            empty_device(
+                int(index),
+                utilization_gpu_pct=util,
+                utilization_memory_pct=mem_util,
+                memory_used_bytes=None if used is None else int(used * 1024 * 1024),
+                memory_total_bytes=None if total is None else int(total * 1024 * 1024),
+                temperature_c=temp,
+                power_draw_w=power,
+                power_limit_w=limit,
+                sm_clock_mhz=None if sm is None else int(sm),
+                clock_event_reasons=None if reasons is None else int(reasons),
+            )
+        )
+    return tuple(devices)

@@ -54,7 +54,8 @@ def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
     for code, events in sorted(by_code.items()):
         info = xid_info(code)
         pcis = sorted({e.pci for e in events})
-        gpus = [gpu_by_pci[p].label for p in pcis if normalise_pci(p) in gpu_by_pci]
+        matched = [gpu_by_pci.get(normalise_pci(p)) for p in pcis]
+        gpus = [d.label for d in matched if d is not None]
         names = sorted({e.process_name for e in events if e.process_name})
         pids = sorted({e.pid for e in events if e.pid is not None})
         where = ", ".join(gpus or [f"PCI:{p}" for p in pcis])

@@ -15,7 +15,9 @@ How it is measured:
     ``<clocks_event_reasons>`` / ``<clocks_throttle_reasons>``, with the SM clock against its maximum and the
     temperature and power draw as evidence. Severity: ``high`` for thermal or hardware slowdown and power brake;
     ``low`` for the software power cap alone (normal at full load on many boards, but it caps clocks); ``medium``
-    when the power cap holds the SM clock below :data:`POWER_CAP_CLOCK_FRACTION` of its maximum.
+    when the power cap holds the SM clock below :data:`POWER_CAP_CLOCK_FRACTION` of its maximum. Throttling comes
+    and goes with load and heat: under ``--watch`` a GPU that was throttled in at least
+    :data:`WATCH_THROTTLED_SHARE` of the samples gets a ``medium`` finding even when the final snapshot is clean.
 
 Fix:
     Thermal: check airflow, fan and chassis cooling, inlet temperature, and dust; compare with neighbouring GPUs.
@@ -26,7 +28,7 @@ Fix:
 from __future__ import annotations
 
 from infradoctor.findings import Finding, Severity, make_finding
-from infradoctor.node.evidence import NodeEvidence
+from infradoctor.node.evidence import GpuDevice, NodeEvidence
 from infradoctor.node.gpu.base import BENIGN_REASON_MASK, active_reasons
 from infradoctor.node.rules._common import NodeOptions, gpu_location
 
@@ -36,6 +38,8 @@ SEVERE_REASONS = frozenset({"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_sl
 """Reasons that mean a fault (heat, power delivery, hardware) rather than normal power management."""
 POWER_CAP_CLOCK_FRACTION = 0.7
 """Under a power cap alone, an SM clock below this share of its maximum raises the severity to medium."""
+WATCH_THROTTLED_SHARE = 0.1
+"""Share of ``--watch`` samples with a non-benign reason active at which a GPU counts as throttled."""
 
 
 def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
@@ -44,6 +48,7 @@ def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
     for device in evidence.gpu.devices:
         mask = device.clock_event_reasons
         if not mask or not mask & ~BENIGN_REASON_MASK:
+            findings.extend(_throttled_during_watch(evidence, device, options))
             continue
         reasons = [r for r in active_reasons(mask) if not r.benign]
         names = [r.name for r in reasons]
@@ -87,3 +92,34 @@ def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
             )
         )
     return findings
+
+
+def _throttled_during_watch(evidence: NodeEvidence, device: GpuDevice, options: NodeOptions) -> list[Finding]:
+    """A finding when the GPU was throttled in enough watch samples (it may have recovered by the snapshot)."""
+    if evidence.watch is None:
+        return []
+    summary = evidence.watch.metrics.get(f"gpu{device.index}_throttle")
+    if summary is None or summary.count == 0:
+        return []
+    share = summary.mean
+    if share < options.threshold(CODE, "WATCH_THROTTLED_SHARE", WATCH_THROTTLED_SHARE):
+        return []
+    clocks = evidence.watch.metrics.get(f"gpu{device.index}_sm_clock_mhz")
+    temps = evidence.watch.metrics.get(f"gpu{device.index}_temp_c")
+    return [
+        make_finding(
+            CODE,
+            f"{device.label} throttled in {100 * share:.0f}% of {summary.count} samples during the watch",
+            {
+                "gpu": device.index,
+                "name": device.name,
+                "throttled_share": round(share, 3),
+                "samples": summary.count,
+                "sm_clock_min_mhz": clocks.min if clocks else None,
+                "max_sm_clock_mhz": device.max_sm_clock_mhz,
+                "temperature_max_c": temps.max if temps else None,
+            },
+            severity=Severity.MEDIUM,
+            location=gpu_location(device),
+        )
+    ]

@@ -2,7 +2,8 @@
 
 What it detects:
     Signs that a GPU is expected (``CUDA_VISIBLE_DEVICES`` set to devices, ``/dev/nvidia[0-9]*`` device nodes, the
-    ``nvidia`` kernel module loaded) while neither NVML nor nvidia-smi shows any GPU.
+    ``nvidia`` kernel module loaded) while neither NVML nor nvidia-smi shows any GPU; and GPUs the driver counts but
+    cannot open (NVML "GPU is lost" and similar), one finding each.
 
 Why it matters:
     Work that should run on the GPU silently falls back to the CPU (100x slower) or fails at start-up with "no CUDA
@@ -21,7 +22,7 @@ Fix:
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding, make_finding
+from infradoctor.findings import Finding, Location, make_finding
 from infradoctor.node.evidence import NodeEvidence
 from infradoctor.node.rules._common import NodeOptions
 
@@ -29,12 +30,23 @@ CODE = "N012"
 
 
 def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
-    """One finding when a GPU is expected and none is visible."""
+    """One finding when a GPU is expected and none is visible, and one per GPU the driver cannot open."""
+    findings = [
+        make_finding(
+            CODE,
+            f"GPU {d.index} is counted by the driver but cannot be opened: {d.unavailable['device']}",
+            {"gpu": d.index, "reason": d.unavailable["device"], "backend": evidence.gpu.backend},
+            location=Location(file=f"GPU {d.index}"),
+        )
+        for d in evidence.gpu.devices
+        if "device" in d.unavailable
+    ]
     reasons = evidence.expectation.reasons
     if not reasons or (evidence.gpu.available and evidence.gpu.devices):
-        return []
+        return findings
     why_not = evidence.gpu.source if not evidence.gpu.available else "the driver lists no GPUs"
     return [
+        *findings,
         make_finding(
             CODE,
             f"GPU expected ({'; '.join(reasons)}) but none visible: {why_not}",
