@@ -191,3 +191,12 @@ def test_rules_command_explains_node_codes(cli) -> None:
 def test_result_round_trips(cli, tmp_path: Path) -> None:
     _, data, _ = run_node(cli, tmp_path, "--no-host", "--smi-xml", str(FIXTURES / "pcie_x8_2x_l40s.xml"))
     assert Result.from_dict(data).to_dict()["metrics"] == data["metrics"]
+
+
+def test_recorded_gpu_evidence_does_not_read_this_machines_kernel_log(cli, tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    res = cli("node", "--no-host", "--nvml-record", str(FIXTURES / "healthy_8x_h100.nvml.json"), "--json", str(out))
+    assert res.exit_code == 0, res.stderr
+    data = json.loads(out.read_text())
+    assert data["metrics"]["kernel_log"]["source"] is None
+    assert any("recorded" in e["message"] for e in data["errors"] if e["source"] == "kernel-log")

@@ -79,8 +79,19 @@ def collect_evidence(
     if request.host:
         host, host_notes = probe_host(window_s=request.window_s, sleep=sleep)
         notes.extend(host_notes)
-    kernel = read_kernel_log(request.kernel_log)
-    if kernel.source is None:
+    recorded = request.smi_xml is not None or request.nvml_record is not None
+    if recorded and request.kernel_log is None:
+        # The GPU evidence comes from another machine: this machine's kernel log would mix two nodes' events.
+        kernel = KernelLogEvidence(
+            source=None,
+            lines_read=0,
+            xid_events=(),
+            tried=("this machine's log skipped: the GPU evidence is recorded; pass --kernel-log with its node's log",),
+        )
+        notes.append(Note("kernel-log", kernel.tried[0]))
+    else:
+        kernel = read_kernel_log(request.kernel_log)
+    if kernel.source is None and not recorded:
         notes.append(Note("kernel-log", "no kernel log readable: " + "; ".join(kernel.tried)))
     return NodeEvidence(
         host=host,
