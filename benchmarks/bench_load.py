@@ -3,7 +3,8 @@
 1. Throughput. A local nginx answers `return 200 "hello"` (one worker, no access log). infradoctor's closed loop,
    `wrk -t1` and `hey` run against it in turn, interleaved over `--reps` rounds, with the same connection count
    (`--connections`, 32) for `--duration` seconds each; infradoctor times every request into its histogram. The
-   medians are compared: goal >= 1.0x wrk and >= 2x hey.
+   medians are compared: goal >= 1.0x wrk and >= 2x hey. The single-process engine is the headline; a run
+   over `--processes` generator processes (merged histograms) is printed beside it.
 
 2. Memory. A child process runs one closed-loop point of `--long-requests` requests (default 1M; the goal is 10M)
    against the same nginx and samples its RSS as it goes; the peak RSS and the growth per million requests are
@@ -146,6 +147,7 @@ def run_hey(url: str, connections: int, duration: float) -> float | None:
 def throughput(url: str, args: argparse.Namespace) -> dict[str, float | None]:
     ours: list[float] = []
     ours_headers: list[float] = []
+    ours_procs: list[float] = []
     wrk: list[float] = []
     hey: list[float] = []
     for rep in range(args.reps):
@@ -155,21 +157,30 @@ def throughput(url: str, args: argparse.Namespace) -> dict[str, float | None]:
         ours.append(point.throughput_rps)
         point = run_point(RequestSpec(url), concurrency=args.connections, duration_s=args.duration, timeout_s=10)
         ours_headers.append(point.throughput_rps)
+        if args.processes > 1:
+            point = run_point(RequestSpec(url, capture_headers=()), concurrency=args.connections,
+                              duration_s=args.duration, timeout_s=10, processes=args.processes)
+            ours_procs.append(point.throughput_rps)
         w = run_wrk(url, args.connections, args.duration)
         h = run_hey(url, args.connections, args.duration)
         if w:
             wrk.append(w)
         if h:
             hey.append(h)
-        print(f"  round {rep + 1}: infradoctor {ours[-1]:,.0f} (headers on {ours_headers[-1]:,.0f})  "
+        procs = f", {args.processes} processes {ours_procs[-1]:,.0f}" if ours_procs else ""
+        print(f"  round {rep + 1}: infradoctor {ours[-1]:,.0f} (headers on {ours_headers[-1]:,.0f}{procs})  "
               f"wrk {w or 0:,.0f}  hey {h or 0:,.0f} req/s", flush=True)
     med = {name: statistics.median(v) if v else None
-           for name, v in (("infradoctor", ours), ("infradoctor_headers", ours_headers), ("wrk", wrk), ("hey", hey))}
+           for name, v in (("infradoctor", ours), ("infradoctor_headers", ours_headers),
+                           ("infradoctor_processes", ours_procs), ("wrk", wrk), ("hey", hey))}
     print(f"throughput (median of {args.reps}, -c {args.connections}): infradoctor {med['infradoctor']:,.0f}, "
           f"with header capture {med['infradoctor_headers']:,.0f}, wrk {med['wrk'] or 0:,.0f}, "
           f"hey {med['hey'] or 0:,.0f} req/s")
     if med["wrk"]:
         print(f"ratio infradoctor/wrk = {med['infradoctor'] / med['wrk']:.2f}  (goal >= 1.0)")
+    if med["infradoctor_processes"] and med["wrk"]:
+        print(f"ratio infradoctor({args.processes} processes)/wrk = {med['infradoctor_processes'] / med['wrk']:.2f}"
+              f"  (hey uses every core; wrk -t1 one)")
     if med["hey"]:
         print(f"ratio infradoctor/hey = {med['infradoctor'] / med['hey']:.2f}  (goal >= 2.0)")
     return med
@@ -232,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=3.0, help="seconds per throughput run")
     parser.add_argument("--reps", type=int, default=3, help="interleaved rounds of the throughput comparison")
     parser.add_argument("--connections", type=int, default=32, help="connections for every tool")
+    parser.add_argument("--processes", type=int, default=2, help="also run infradoctor with this many processes")
     parser.add_argument("--long-requests", type=int, default=1_000_000, help="requests of the memory run (goal 10M)")
     parser.add_argument("--tail-seconds", type=float, default=20.0, help="open-loop tail run (a multiple of 5 s)")
     parser.add_argument("--tail-rate", type=float, default=100.0, help="open-loop rate of the tail run")

@@ -293,3 +293,13 @@ def test_ctrl_c_writes_the_partial_result(sick: Running, tmp_path: Path) -> None
     assert points[0]["duration_s"] < 10
     assert any(e["source"] == "load.interrupted" for e in data["errors"])
     assert data["metrics"]["stop_reason"] == "interrupted"
+
+
+def test_point_over_two_processes_merges_histograms(sick: Running) -> None:
+    spec = RequestSpec(f"{sick.url}/fixed?ms=10")
+    point = run_point(spec, concurrency=4, requests=201, duration_s=None, timeout_s=5, processes=2)
+    assert point.sent == point.completed == point.ok == 201
+    assert point.latency.count == 201 and point.label == "c=4"
+    assert 9.0 <= point.latency.summary_ms()["p50"] <= 40.0
+    opened = run_point(spec, rate=40, duration_s=1.0, timeout_s=5, processes=2)
+    assert opened.sent == 40 and opened.errors == {}
