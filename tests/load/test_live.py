@@ -303,3 +303,30 @@ def test_point_over_two_processes_merges_histograms(sick: Running) -> None:
     assert 9.0 <= point.latency.summary_ms()["p50"] <= 40.0
     opened = run_point(spec, rate=40, duration_s=1.0, timeout_s=5, processes=2)
     assert opened.sent == 40 and opened.errors == {}
+
+
+def test_full_accept_queue_gives_connect_timeouts() -> None:
+    import socket
+
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)  # never accepts: once the queue is full, handshakes are not answered
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/"
+        point = run_point(RequestSpec(url), concurrency=6, duration_s=1.0, timeout_s=0.3)
+    finally:
+        listener.close()
+    assert point.errors.get("connect_timeout", 0) >= 1
+    assert set(point.errors) <= {"connect_timeout", "read_timeout"}
+    assert point.ok == 0
+    # every failed request is in the histogram, none later than the timeout (+ scheduling slack)
+    assert point.latency.count == point.completed and point.latency.max_us <= 450_000
+
+
+def test_generic_sse_stream_timing(sick: Running) -> None:
+    body = json.dumps({"model": "m", "messages": []}).encode()
+    spec = RequestSpec(f"{sick.url}/v1/chat/completions", method="POST", bodies=[body], stream=True)
+    point = run_point(spec, concurrency=1, requests=2, duration_s=None, timeout_s=5)
+    stream = point.to_dict()["stream"]
+    assert stream["output_tokens"] == 12  # 5 token events + the usage event per stream; [DONE] is not counted
+    assert 95.0 <= stream["ttft_ms"]["p50"] <= 160.0

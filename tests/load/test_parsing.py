@@ -147,9 +147,21 @@ def test_split_and_merge_of_process_shares() -> None:
     assert split(32, 3) == [11, 11, 10] and split(1, 2) == [1, 0]
     shares = []
     for k in range(3):
-        point = PointResult(label=f"s{k}", mode="closed", concurrency=2, rate=None, arrivals=None, timeout_s=1,
-                            duration_s=2.0, sent=10, completed=10, ok=9, errors={"http_503": 1},
-                            status_counts={200: 9, 503: 1}, client_cpu_fraction=0.1 * (k + 1))
+        point = PointResult(
+            label=f"s{k}",
+            mode="closed",
+            concurrency=2,
+            rate=None,
+            arrivals=None,
+            timeout_s=1,
+            duration_s=2.0,
+            sent=10,
+            completed=10,
+            ok=9,
+            errors={"http_503": 1},
+            status_counts={200: 9, 503: 1},
+            client_cpu_fraction=0.1 * (k + 1),
+        )
         for v in range(10):
             point.latency.record(1000 * (k + 1) + v)
         point.sample_ms = [float(k)] * 10
