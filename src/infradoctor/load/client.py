@@ -126,14 +126,18 @@ class Connection(asyncio.Protocol):
 
     # driver side
     def send(self, data: bytes, t_intended: float, index: int) -> None:
-        """Write one request; the response is reported to the driver."""
+        """Write one request; the response is reported to the driver.
+
+        ``t_intended`` is when the request was meant to (open loop) or decided to (closed loop, before a connect)
+        start; 0 means "now", at the write.
+        """
         self.busy = True
         self.received = False
-        self.t_intended = t_intended
         self.index = index
         if self.has_state:
             self.prepare()
-        self.t_send = _perf()
+        self.t_send = now = _perf()
+        self.t_intended = t_intended or now
         self.transport.write(data)  # type: ignore[union-attr]
 
     def prepare(self) -> None:

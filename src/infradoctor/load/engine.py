@@ -373,6 +373,10 @@ class _PointRun:
         self.pacer_timer: asyncio.TimerHandle | None = None
         self.next_housekeeping = 0.0
         self.next_progress = 0.0
+        self.request_count = len(self.requests)
+        self.first_open = True
+        self.window: list[float] = []
+        self.window_end = -math.inf
 
     # ------------------------------------------------------------------ running
     async def run(self) -> PointResult:
@@ -525,11 +529,10 @@ class _PointRun:
             self._maybe_finish()
             return
         data, index = self._next_request()
-        t_issue = _perf()
         if conn is not None and conn.reusable and not conn.closed:
-            conn.send(data, t_issue, index)
+            conn.send(data, 0.0, index)  # issue time = send time
         else:
-            self._start_connect(worker, data, t_issue, index)
+            self._start_connect(worker, data, _perf(), index)
 
     def _start_connect(self, worker: int, data: bytes | None, t_intended: float, index: int) -> None:
         assert self.loop is not None
@@ -657,6 +660,7 @@ class _PointRun:
 
     # ------------------------------------------------------------------ Driver protocol
     def on_response(self, conn: Connection) -> None:
+        # the hot path: keep attribute lookups and calls few
         now = _perf()
         res = self.result
         status = conn.status
@@ -683,25 +687,37 @@ class _PointRun:
             if latency_us > res.ok_max_us:
                 res.ok_max_us = latency_us
         self._window(now, latency_us, error is not None)
-        if isinstance(conn, HeaderConnection):
-            self._record_extras(conn, now, error)
+        if conn.has_state:
+            self._record_extras(conn, now, error)  # type: ignore[arg-type]
         elif self.on_request is not None:
             self._emit(conn, now, status, error, {}, {})
+        if self.closed_loop and conn.reusable and not self.stopping and self.max_requests is None:
+            index = self.issued
+            self.issued = index + 1
+            res.sent += 1
+            conn.send(self.requests[index % self.request_count], 0.0, index)
+            return
         self._after(conn)
 
     def _window(self, now: float, latency_us: int, failed: bool) -> None:
         res = self.result
         latency_ms = latency_us / 1000.0
-        if len(res.first_latencies_ms) < FIRST_REQUESTS:
+        if self.first_open:
             res.first_latencies_ms.append(latency_ms)
-        self.sample.add(latency_ms)
-        slot = int((now - self.t0) / WINDOW_S)
-        if slot >= MAX_WINDOWS:
-            slot = MAX_WINDOWS - 1
-        windows = res.windows
-        while len(windows) <= slot:
-            windows.append([0.0, 0.0, 0.0, 0.0])
-        window = windows[slot]
+            self.first_open = len(res.first_latencies_ms) < FIRST_REQUESTS
+        sample = self.sample
+        if sample.seen < sample.capacity or sample.seen + 1 == sample.next_replace:
+            sample.add(latency_ms)
+        else:
+            sample.seen += 1
+        if now >= self.window_end:
+            slot = min(int((now - self.t0) / WINDOW_S), MAX_WINDOWS - 1)
+            windows = res.windows
+            while len(windows) <= slot:
+                windows.append([0.0, 0.0, 0.0, 0.0])
+            self.window = windows[slot]
+            self.window_end = math.inf if slot == MAX_WINDOWS - 1 else self.t0 + (slot + 1) * WINDOW_S
+        window = self.window
         window[0] += 1
         if failed:
             window[1] += 1
