@@ -330,3 +330,14 @@ def test_generic_sse_stream_timing(sick: Running) -> None:
     stream = point.to_dict()["stream"]
     assert stream["output_tokens"] == 12  # 5 token events + the usage event per stream; [DONE] is not counted
     assert 95.0 <= stream["ttft_ms"]["p50"] <= 160.0
+
+
+def test_cli_auto_concurrency_finds_serialization(cli, fastapi_server: Running, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    run = cli("load", f"{fastapi_server.url}/blocking", "-d", "1", "--timeout", "10", "--json", str(out))
+    assert run.exit_code == 0, run.stderr
+    data = json.loads(out.read_text())
+    levels = [p["concurrency"] for p in data["metrics"]["points"]]
+    assert levels[:3] == [1, 2, 4] and data["metrics"]["stop_reason"] == "knee"
+    assert data["metrics"]["knee"]["concurrency"] == 1
+    assert {"S001", "S008"} <= {f["code"] for f in data["findings"]}
