@@ -348,8 +348,20 @@ def test_cli_bodies_rotation_headers_and_4xx(cli, sick: Running, tmp_path: Path)
     bodies = tmp_path / "bodies.jsonl"
     bodies.write_text('{"x": 1}\n{not json\n\n')
     out = tmp_path / "r.json"
-    run = cli("load", f"{sick.url}/echo", "--bodies", str(bodies), "-H", "X-Test: yes", "-c", "2", "-n", "40",
-              "--json", str(out))
+    run = cli(
+        "load",
+        f"{sick.url}/echo",
+        "--bodies",
+        str(bodies),
+        "-H",
+        "X-Test: yes",
+        "-c",
+        "2",
+        "-n",
+        "40",
+        "--json",
+        str(out),
+    )
     assert run.exit_code == 0, run.stderr
     point = json.loads(out.read_text())["metrics"]["points"][0]
     assert point["errors"] == {"http_4xx": 20} and point["ok"] == 20  # every second body is not JSON

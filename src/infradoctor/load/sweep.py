@@ -230,10 +230,10 @@ def run_sweep(spec: RequestSpec, **options: Any) -> SweepResult:
     """Run a sweep on its own event loop.
 
     ``concurrency`` is a list of worker counts or ``"auto"`` (1, 2, 4, ... until two levels past the knee,
-    errors above 5%, a saturated generator, or ``max_concurrency``); ``rate`` is a list of rates or ``"auto"`` (double from
-    ``start_rate`` until ``slo`` fails, then bisect). ``on_point`` gets each finished point; other options go to
-    :func:`~infradoctor.load.engine.run_point_async` (``duration_s``, ``requests``, ``timeout_s``, ``arrivals``,
-    ``on_request``, ``on_progress``, ...).
+    errors above 5%, a saturated generator, or ``max_concurrency``); ``rate`` is a list of rates or ``"auto"``
+    (double from ``start_rate`` until ``slo`` fails, then bisect). ``on_point`` gets each finished point; other
+    options go to :func:`~infradoctor.load.engine.run_point_async` (``duration_s``, ``requests``, ``timeout_s``,
+    ``arrivals``, ``on_request``, ``on_progress``, ``processes``, ...).
     """
     result: SweepResult = run_sync(run_sweep_async(spec, **options))
     return result
