@@ -75,11 +75,16 @@ async def echo(request):
         return web.Response(status=400, text="bad json")
     return web.Response(text="ok")
 
+async def close(request):
+    response = web.Response(text="bye")
+    response.force_close()  # Connection: close after every response
+    return response
+
 app = web.Application()
 app.add_routes([web.get("/", root), web.get("/fixed", fixed), web.get("/bounded", bounded_handler),
                 web.get("/flaky", flaky), web.get("/reset", reset), web.get("/stall", stall),
                 web.get("/cold", cold), web.get("/timing", timing), web.post("/v1/chat/completions", chat),
-                web.post("/echo", echo)])
+                web.post("/echo", echo), web.get("/close", close)])
 web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None)
 """
 

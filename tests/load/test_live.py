@@ -373,3 +373,16 @@ def test_cli_bodies_rotation_headers_and_4xx(cli, sick: Running, tmp_path: Path)
     assert cli("load", "ftp://x/").exit_code == 2
     assert cli("load", f"{sick.url}/", "-H", "nocolon").exit_code == 2
     assert cli("load", f"{sick.url}/", "--rate", "auto", "--slo", "fast").exit_code == 2
+
+
+@pytest.mark.parametrize("pure_python", [False, True])
+def test_connection_close_responses_reconnect(sick: Running, pure_python: bool) -> None:
+    point = run_point(
+        RequestSpec(f"{sick.url}/close"),
+        concurrency=2,
+        requests=40,
+        duration_s=None,
+        timeout_s=5,
+        pure_python_parser=pure_python,
+    )
+    assert point.ok == 40 and point.errors == {}
