@@ -556,8 +556,7 @@ class FileVisitor:
     def visit_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         ctx = self.ctx
         parent = ctx.scope
-        if parent.kind in ("module", "class"):
-            ctx.defined.add(node.name)
+        ctx.defined.add(node.name)
         self.visit_all(node.decorator_list)
         self.visit_arguments(node.args)
         self.visit_all([node.returns])
