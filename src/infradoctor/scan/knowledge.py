@@ -103,6 +103,12 @@ MODEL_NAME_RE = re.compile(
 )
 """Variable names that are taken for models when their assignment is not in the file (``self.model``)."""
 
+FUNCTION_VERB_RE = re.compile(
+    r"^_*(load|build|get|create|make|init|initialize|train|save|export|to|convert|prepare|is|has|set|update|"
+    r"register|extract|add|wrap|run|fit|compile|quantize|fuse|freeze|copy|clone|check|validate|print|log)_"
+)
+"""Names like ``load_model``/``build_net``: functions about a model, not the model (a call is not a forward)."""
+
 NOT_MODEL_NAMES = frozenset({"model_name", "model_id", "model_path", "model_dir", "model_type", "model_config",
                              "model_file", "model_kwargs", "model_args", "model_cls", "model_class", "model_fn",
                              "model_url", "model_version", "model_names", "model_ids", "model_paths"})

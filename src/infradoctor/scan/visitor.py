@@ -357,9 +357,9 @@ class FileContext:
         last = key.rsplit(".", 1)[-1]
         if last[:1].isupper():
             return False
-        if isinstance(func, ast.Name) and (func.id in self.defined or func.id in self.aliases):
+        if isinstance(func, ast.Name) and func.id in self.defined:
             return False
-        return is_model_name(key)
+        return is_model_name(key) and not K.FUNCTION_VERB_RE.match(last)
 
     def is_cuda_expr(self, node: ast.AST | None) -> bool:
         """A device expression that means CUDA: ``"cuda:0"``, ``torch.device("cuda")``, a name assigned one."""
