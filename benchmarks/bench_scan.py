@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import os
 import resource
 import shutil
@@ -57,10 +58,8 @@ def py_files(root: Path) -> list[Path]:
 def count_lines(files: list[Path]) -> int:
     total = 0
     for p in files:
-        try:
+        with contextlib.suppress(OSError):
             total += len(p.read_bytes().splitlines())
-        except OSError:
-            pass
     return total
 
 
