@@ -81,8 +81,12 @@ MODEL_LOADERS = frozenset(
 MODEL_LOADER_PREFIXES = ("torchvision.models.",)
 """Qualified-name prefixes of model builders."""
 
-MODEL_LOADER_METHODS = frozenset({"from_pretrained", "load_state_dict", "from_single_file"})
-"""Method names that load weights whatever the receiver (``AutoModel.from_pretrained``, ``m.load_state_dict``)."""
+MODEL_LOADER_METHODS = frozenset({"from_pretrained", "load_state_dict", "from_single_file", "load_model"})
+"""Method names that load weights whatever the receiver (``AutoModel.from_pretrained``, ``m.load_state_dict``,
+``keras.models.load_model``, ``utils.load_model``)."""
+
+MODEL_LOADER_FUNCTIONS = frozenset({"load_model"})
+"""Plain function names that load a model wherever they come from (``from utils import load_model``)."""
 
 MODEL_PRODUCERS = frozenset(
     {

@@ -977,6 +977,8 @@ def model_load_kind(call: CallInfo, ctx: FileContext) -> str | None:
         return name
     if isinstance(call.node.func, ast.Name) and name in ctx.model_classes:
         return f"build {name}"
+    if isinstance(call.node.func, ast.Name) and name in K.MODEL_LOADER_FUNCTIONS:
+        return name
     qual = call.qualname
     if qual is None:
         return None
