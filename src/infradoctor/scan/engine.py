@@ -85,8 +85,8 @@ class FileProblem:
     path: str
     """File path as displayed."""
     kind: str
-    """``parse-error``, ``decode-error``, ``too-large``, ``unreadable``, ``not-found``, ``symlink-loop``,
-    ``fix-failed``, ``config-error``."""
+    """``parse-error``, ``decode-error``, ``too-large``, ``too-complex``, ``unreadable``, ``not-found``,
+    ``symlink-loop``, ``fix-failed``."""
     message: str
     """Human-readable reason."""
     line: int | None = None
@@ -433,7 +433,10 @@ def _scan_file(path: Path, config: ScanConfig, options: ScanOptions, problems: l
         problems.append(FileProblem(display, "parse-error", f"{type(exc).__name__}: {exc.msg}", exc.lineno,
                                     exc.offset))
         return None
-    except (ValueError, RecursionError, MemoryError) as exc:
+    except RecursionError:
+        problems.append(FileProblem(display, "too-complex", "expressions nest too deeply to check; skipped"))
+        return None
+    except (ValueError, MemoryError) as exc:
         problems.append(FileProblem(display, "parse-error", f"{type(exc).__name__}: {exc}"))
         return None
     if options.fix and any(h.edit for h in outcome.hits):

@@ -81,8 +81,12 @@ MODEL_LOADERS = frozenset(
 MODEL_LOADER_PREFIXES = ("torchvision.models.",)
 """Qualified-name prefixes of model builders."""
 
-MODEL_LOADER_METHODS = frozenset({"from_pretrained", "load_state_dict", "from_single_file"})
-"""Method names that load weights whatever the receiver (``AutoModel.from_pretrained``, ``m.load_state_dict``)."""
+MODEL_LOADER_METHODS = frozenset({"from_pretrained", "load_state_dict", "from_single_file", "load_model"})
+"""Method names that load weights whatever the receiver (``AutoModel.from_pretrained``, ``m.load_state_dict``,
+``keras.models.load_model``, ``utils.load_model``)."""
+
+MODEL_LOADER_FUNCTIONS = frozenset({"load_model"})
+"""Plain function names that load a model wherever they come from (``from utils import load_model``)."""
 
 MODEL_PRODUCERS = frozenset(
     {
@@ -102,6 +106,12 @@ MODEL_NAME_RE = re.compile(
     r"[a-z0-9_]*_classifier)$"
 )
 """Variable names that are taken for models when their assignment is not in the file (``self.model``)."""
+
+FUNCTION_VERB_RE = re.compile(
+    r"^_*(load|build|get|create|make|init|initialize|train|save|export|to|convert|prepare|is|has|set|update|"
+    r"register|extract|add|wrap|run|fit|compile|quantize|fuse|freeze|copy|clone|check|validate|print|log)_"
+)
+"""Names like ``load_model``/``build_net``: functions about a model, not the model (a call is not a forward)."""
 
 NOT_MODEL_NAMES = frozenset({"model_name", "model_id", "model_path", "model_dir", "model_type", "model_config",
                              "model_file", "model_kwargs", "model_args", "model_cls", "model_class", "model_fn",

@@ -51,7 +51,8 @@ def format_text(report: ScanReport, *, summary: bool = True) -> str:
             extra.append(f"{report.suppressed} suppressed by noqa")
         if report.problems:
             extra.append(f"{len(report.problems)} file problem{'s' if len(report.problems) != 1 else ''}")
-        lines.append(f"Scanned {report.files_scanned} files, {report.lines_scanned} lines in "
+        files = f"{report.files_scanned} file{'s' if report.files_scanned != 1 else ''}"
+        lines.append(f"Scanned {files}, {report.lines_scanned} lines in "
                      f"{report.duration_s:.2f} s" + (f" ({', '.join(extra)})" if extra else "") + ".")
     return "".join(line + "\n" for line in lines)
 

@@ -143,7 +143,7 @@ class CallInfo:
     """A call site, with what rules ask about it computed once."""
 
     __slots__ = ("node", "name", "key", "receiver", "receiver_key", "awaited", "model_call", "load_kind",
-                 "assigned_to", "outer_method", "_ctx", "_qual")
+                 "assigned_to", "outer_method", "discarded", "_ctx", "_qual")
 
     def __init__(self, node: ast.Call, ctx: FileContext, awaited: bool) -> None:
         self.node = node
@@ -159,6 +159,8 @@ class CallInfo:
         self.model_call = False
         self.load_kind: str | None = None
         self.assigned_to: list[str] = []
+        self.discarded = False
+        """The call is a statement of its own: its result is thrown away (``model(x)`` as a warm-up)."""
         self.outer_method: str | None = None
         """Method called on this call's result (``parameters`` for ``m.cpu().parameters()``)."""
         self._ctx = ctx
@@ -357,9 +359,9 @@ class FileContext:
         last = key.rsplit(".", 1)[-1]
         if last[:1].isupper():
             return False
-        if isinstance(func, ast.Name) and (func.id in self.defined or func.id in self.aliases):
+        if isinstance(func, ast.Name) and func.id in self.defined:
             return False
-        return is_model_name(key)
+        return is_model_name(key) and not K.FUNCTION_VERB_RE.match(last)
 
     def is_cuda_expr(self, node: ast.AST | None) -> bool:
         """A device expression that means CUDA: ``"cuda:0"``, ``torch.device("cuda")``, a name assigned one."""
@@ -449,6 +451,7 @@ class FileVisitor:
         self._awaited: ast.AST | None = None
         self._assign: tuple[ast.AST, list[str]] | None = None
         self._receiver_of: tuple[ast.AST, str] | None = None
+        self._discarded: ast.AST | None = None
         self._dispatch: dict[type, Callable[[Any], None]] = {
             ast.Import: self.visit_import, ast.ImportFrom: self.visit_import_from,
             ast.FunctionDef: self.visit_function, ast.AsyncFunctionDef: self.visit_function,
@@ -458,7 +461,7 @@ class FileVisitor:
             ast.GeneratorExp: self.visit_comprehension, ast.DictComp: self.visit_comprehension,
             ast.With: self.visit_with, ast.AsyncWith: self.visit_with, ast.If: self.visit_if,
             ast.Assign: self.visit_assign, ast.AnnAssign: self.visit_assign, ast.AugAssign: self.visit_augassign,
-            ast.Await: self.visit_await, ast.Call: self.visit_call,
+            ast.Await: self.visit_await, ast.Call: self.visit_call, ast.Expr: self.visit_expr,
             ast.Name: _noop, ast.Constant: _noop, ast.Pass: _noop, ast.Global: _noop, ast.Nonlocal: _noop,
             ast.Load: _noop, ast.Store: _noop, ast.Del: _noop, ast.alias: _noop,
         }
@@ -556,8 +559,7 @@ class FileVisitor:
     def visit_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         ctx = self.ctx
         parent = ctx.scope
-        if parent.kind in ("module", "class"):
-            ctx.defined.add(node.name)
+        ctx.defined.add(node.name)
         self.visit_all(node.decorator_list)
         self.visit_arguments(node.args)
         self.visit_all([node.returns])
@@ -852,6 +854,10 @@ class FileVisitor:
                 frame.assigned.add(key)
 
     # -- calls --------------------------------------------------------------------------------------------
+    def visit_expr(self, node: ast.Expr) -> None:
+        self._discarded = node.value
+        self.visit(node.value)
+
     def visit_await(self, node: ast.Await) -> None:
         self._awaited = node.value
         self.visit(node.value)
@@ -891,6 +897,7 @@ class FileVisitor:
             ctx.called_models.add(call.receiver_key or "")
         if self._assign is not None and self._assign[0] is node:
             call.assigned_to = self._assign[1]
+        call.discarded = self._discarded is node
         if self._receiver_of is not None and self._receiver_of[0] is node:
             call.outer_method = self._receiver_of[1]
         if self.rules.on_model_load:
@@ -978,6 +985,8 @@ def model_load_kind(call: CallInfo, ctx: FileContext) -> str | None:
         return name
     if isinstance(call.node.func, ast.Name) and name in ctx.model_classes:
         return f"build {name}"
+    if isinstance(call.node.func, ast.Name) and name in K.MODEL_LOADER_FUNCTIONS:
+        return name
     qual = call.qualname
     if qual is None:
         return None

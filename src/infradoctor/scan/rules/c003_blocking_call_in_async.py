@@ -37,6 +37,21 @@ CALL_NAMES = frozenset(
 )
 
 
+_PATH_ARITY = {"read_text": (0, 2), "read_bytes": (0, 0), "write_text": (1, 2), "write_bytes": (1, 1),
+               "synchronize": (0, 0), "cuda": (0, 1)}
+
+
+def _path_like_call(call: CallInfo) -> bool:
+    """``p.read_text()``/``x.cuda()`` called like the library method, not a method of the user's own class.
+
+    aiohttp's ``self.write_bytes(writer, conn, n)`` is a coroutine function, not ``Path.write_bytes``.
+    """
+    if call.receiver_key in ("self", "cls"):
+        return False
+    low, high = _PATH_ARITY.get(call.name or "", (0, 9))
+    return low <= len(call.node.args) <= high
+
+
 def _reason(call: CallInfo, ctx: FileContext) -> str | None:
     qual = call.qualname
     if qual is not None:
@@ -48,7 +63,7 @@ def _reason(call: CallInfo, ctx: FileContext) -> str | None:
             return K.BLOCKING_MODULES[head]
     if call.receiver is None:
         return None
-    if call.name in K.BLOCKING_METHODS:
+    if call.name in K.BLOCKING_METHODS and _path_like_call(call):
         return K.BLOCKING_METHODS[call.name]
     if call.name in ("generate", "predict") and ctx.is_model_expr(call.receiver):
         return f"{call.receiver_key}.{call.name}() runs the model on the event loop"

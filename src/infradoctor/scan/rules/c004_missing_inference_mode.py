@@ -7,7 +7,8 @@ What it detects:
     (``predict``, ``infer``, ``evaluate``, ``generate``, ``serve``, ``validate``, ``classify``, ``embed`` ...), or a
     scope that called ``.eval()`` on that model. Functions that train (``.backward()``, ``zero_grad()``, an
     optimizer ``step()``) are not reported, nor are HF ``pipeline``/``SentenceTransformer`` objects, which
-    disable autograd themselves.
+    disable autograd themselves, nor calls whose result is thrown away (``model(x)`` as a statement: a warm-up or
+    calibration run whose graph is freed at once).
 
 Why it matters:
     With autograd on, every forward records the graph and keeps activations alive for a backward pass that never
@@ -33,7 +34,7 @@ CODE = "C004"
 
 def check_model_call(call: CallInfo, ctx: FileContext) -> None:
     """Remember a forward made with autograd on; judged when the function ends."""
-    if not ctx.uses_torch or ctx.scope.no_grad:
+    if not ctx.uses_torch or ctx.scope.no_grad or call.discarded:
         return
     key = call.key if call.name != "forward" else call.receiver_key
     if not key or key in ctx.pipeline_vars:

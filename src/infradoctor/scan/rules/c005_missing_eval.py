@@ -2,12 +2,12 @@
 
 What it detects:
     In PyTorch code that does not train (no ``.backward()``/optimizer step in the file), a model whose weights are
-    loaded (``model.load_state_dict(...)``, ``model = torch.load(...)``, ``torch.hub.load``, a pretrained
-    torchvision builder) and that is then called (``model(x)``, ``.forward``, ``.generate``), with no
-    ``model.eval()`` / ``model.train(False)`` / ``model.train()`` anywhere in the file. ``load_state_dict`` counts
-    when its argument comes from a file (``torch.load``, ``safetensors``' ``load_file``, or a name assigned from
-    one), not when it copies another model's state. HF ``from_pretrained``
-    models are already in eval mode and are not reported.
+    loaded (``model.load_state_dict(...)``, ``model = torch.load(...)``, a pretrained torchvision builder) and
+    that is then called (``model(x)``, ``.forward``, ``.generate``), with no ``model.eval()`` /
+    ``model.train(False)`` / ``model.train()`` anywhere in the file. ``load_state_dict`` counts when its argument
+    comes from a file (``torch.load``, safetensors' ``load_file``, or a name assigned from one), not when it copies
+    another model's state. HF ``from_pretrained`` models are already in eval mode, and ``torch.hub.load`` returns
+    whatever mode the hub entry point sets; neither is reported.
 
 Why it matters:
     A fresh ``nn.Module`` is in training mode: dropout drops activations at random and batch-norm normalises with
@@ -31,7 +31,7 @@ from infradoctor.scan.visitor import CallInfo, FileContext, Hit, is_model_name, 
 
 CODE = "C005"
 
-_LOADS = ("load_state_dict", "torch.load", "torch.hub.load")
+_LOADS = ("load_state_dict", "torch.load")
 _WEIGHT_FILES = ("safetensors.torch.load_file", "torch.hub.load_state_dict_from_url")
 
 

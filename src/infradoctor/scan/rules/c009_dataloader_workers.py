@@ -2,7 +2,8 @@
 
 What it detects:
     ``torch.utils.data.DataLoader(...)`` (through any import alias) without ``num_workers``, or with
-    ``num_workers=0``. Not reported when ``**kwargs`` may carry it or when it is a variable.
+    ``num_workers=0``. Not reported when ``**kwargs`` may carry it, when it is a variable, or in a placeholder
+    ``DataLoader(...)``.
 
 Why it matters:
     With no workers, loading, decoding and augmenting each batch happens in the training process between steps:
@@ -27,9 +28,14 @@ CALL_NAMES = frozenset({"DataLoader"})
 _POSITION = 5
 
 
+def _elided(call: CallInfo) -> bool:
+    """``DataLoader(...)``: a placeholder in an example, the arguments are not shown."""
+    return any(isinstance(a, ast.Constant) and a.value is Ellipsis for a in call.node.args)
+
+
 def check(call: CallInfo, ctx: FileContext) -> None:
     """Report a DataLoader without worker processes."""
-    if call.qualname not in K.DATALOADERS or call.has_star_kwargs:
+    if call.qualname not in K.DATALOADERS or call.has_star_kwargs or _elided(call):
         return
     kw = call.keyword("num_workers")
     value = kw.value if kw is not None else (call.node.args[_POSITION] if len(call.node.args) > _POSITION else None)
