@@ -40,13 +40,19 @@ SIGNATURES: tuple[Signature, ...] = (
         (r"no healthy upstream", r"no live upstreams", r"has no server available", r"<NOSRV>"),
     ),
     Signature(
+        "socket_exhaustion", "N009",
+        "No local port or socket could be allocated for a new connection.",
+        "Reuse connections (keep-alive pools), widen net.ipv4.ip_local_port_range, raise the fd limit.",
+        (r"Cannot assign requested address", r"\bEADDRNOTAVAIL\b", r"Too many open files", r"\bEMFILE\b"),
+    ),
+    Signature(
         "upstream_reset", "R007",
         "The upstream closed or reset the connection before a complete response (crash, keep-alive race, "
         "worker killed).",
         "Check the backend's logs for crashes/OOM kills at these times; make the backend's keep-alive timeout "
         "longer than the router's; retry idempotent requests on reset.",
         (r"upstream prematurely closed connection", r"reset reason: connection termination",
-         r"Connection reset by peer", r"\bECONNRESET\b", r"recv\(\) failed \(104"),
+         r"(?i:connection reset by peer)", r"\bECONNRESET\b", r"recv\(\) failed \(104"),
     ),
     Signature(
         "upstream_connect_error", "R007",
@@ -54,7 +60,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "Check that the backend is up and listening on the address the router uses; remove dead backends from "
         "the pool or enable active health checks.",
         (r"upstream connect error or disconnect/reset before headers", r"connect\(\) failed \(11[0-3]:",
-         r"Connection refused", r"\bECONNREFUSED\b", r"No route to host", r"connect\(\) to \S+ failed"),
+         r"(?i:connection refused)", r"\bECONNREFUSED\b", r"No route to host", r"connect\(\) to \S+ failed"),
     ),
     Signature(
         "upstream_timeout", "R008",
@@ -99,12 +105,6 @@ SIGNATURES: tuple[Signature, ...] = (
         (r"NVRM: Xid",),
     ),
     Signature(
-        "socket_exhaustion", "N009",
-        "No local port or socket could be allocated for a new connection.",
-        "Reuse connections (keep-alive pools), widen net.ipv4.ip_local_port_range, raise the fd limit.",
-        (r"Cannot assign requested address", r"\bEADDRNOTAVAIL\b", r"Too many open files", r"\bEMFILE\b"),
-    ),
-    Signature(
         "client_disconnect", None,
         "The client went away before the response was sent (nginx 499, Envoy DC / code 0, HAProxy C*).",
         "Usually a client timeout shorter than the service's latency: compare the client's timeout with p99.",
@@ -117,6 +117,7 @@ BY_ID: Mapping[str, Signature] = MappingProxyType({s.id: s for s in SIGNATURES})
 """Signatures by id."""
 
 _SIGNATURE_IDS = [s.id for s in SIGNATURES if s.patterns]
+_RANK = {sig_id: rank for rank, sig_id in enumerate(_SIGNATURE_IDS)}
 _COMBINED = re.compile(
     "|".join(
         f"(?P<{sig_id}>{'|'.join(BY_ID[sig_id].patterns)})"
@@ -135,14 +136,12 @@ def match_text(line: str) -> str | None:
     """The id of the first signature whose text pattern occurs in ``line``, or None."""
     if not _PREFILTER.search(line):
         return None
-    match = _COMBINED.search(line)
-    if match is None:
-        return None
-    # Several alternatives may match at the same position; catalog order decides.
-    for sig_id in _SIGNATURE_IDS:
-        if match.group(sig_id) is not None:
-            return _refine(sig_id, line)
-    return None  # pragma: no cover - a match always has one named group
+    best: int | None = None
+    for match in _COMBINED.finditer(line):  # every match, not just the leftmost: catalog order decides
+        rank = _RANK[match.lastgroup or ""]
+        if best is None or rank < best:
+            best = rank
+    return _refine(_SIGNATURE_IDS[best], line) if best is not None else None
 
 
 def _refine(sig_id: str, line: str) -> str:
