@@ -15,7 +15,7 @@ polars = pytest.importorskip("polars")
 
 def event_counts(stats: LogStats) -> dict[tuple[str, str], int]:
     out: dict[tuple[str, str], int] = {}
-    for (sig, subject, _sec), n in stats.events.items():
+    for (sig, subject, _sec, _source), n in stats.events.items():
         out[(sig, subject)] = out.get((sig, subject), 0) + n
     return out
 
@@ -33,7 +33,7 @@ def test_nginx_upstream_format_with_retries(logs_dir: Path) -> None:
     assert stats.sig_durations[("upstream_timeout", 1001)] == 6
     # single attempts with both times: rt - urt is 2 ms, 1 ms for the timeouts, 0 for "no live upstreams"
     assert stats.overhead_hist == {2: 72, 1: 6, 0: 3}
-    assert ("no_healthy_upstream", "llm_backends") in stats.examples
+    assert ("no_healthy_upstream", "llm_backends", str(logs_dir / "nginx_upstream.log")) in stats.examples
 
 
 def test_nginx_combined_default_and_redaction_later(logs_dir: Path) -> None:
@@ -57,7 +57,7 @@ def test_user_log_format_overrides_presets(tmp_path: Path) -> None:
                     '1.2.3.4 [2026-11-29T10:00:01+00:00] "GET / HTTP/1.1" 200 0.012 "10.0.0.1:80" "200"\n')
     stats, name = parse_file(path, nginx_log_format=fmt)
     assert name == "nginx" and stats.parsed == 2
-    assert stats.events[("upstream_timeout", "10.0.0.1:80", 1795946400)] == 1
+    assert stats.events[("upstream_timeout", "10.0.0.1:80", 1795946400, str(path))] == 1
 
 
 def test_envoy_default(logs_dir: Path) -> None:
@@ -76,7 +76,7 @@ def test_envoy_default(logs_dir: Path) -> None:
 def test_gzip_input_gives_the_same_statistics(logs_dir: Path) -> None:
     plain, _ = parse_file(logs_dir / "envoy_default.log")
     packed, _ = parse_file(logs_dir / "envoy_default.log.gz")
-    assert packed.events == plain.events and packed.request_hist == plain.request_hist
+    assert event_counts(packed) == event_counts(plain) and packed.request_hist == plain.request_hist
 
 
 def test_envoy_json_access_log(logs_dir: Path) -> None:
@@ -110,7 +110,7 @@ def test_kernel_xids(logs_dir: Path) -> None:
     stats, name = parse_file(logs_dir / "kern.log")
     assert name == "kernel"
     assert stats.xids == {(13, "PCI:0000:86:00"): 2, (48, "PCI:0000:86:00"): 1, (79, "PCI:0000:3b:00"): 1}
-    assert ("gpu_xid", "Xid 79 (PCI:0000:3b:00)", 1795946982) in stats.events
+    assert ("gpu_xid", "Xid 79 (PCI:0000:3b:00)", 1795946982, str(logs_dir / "kern.log")) in stats.events
 
 
 def test_python_tracebacks(logs_dir: Path) -> None:
@@ -120,7 +120,7 @@ def test_python_tracebacks(logs_dir: Path) -> None:
     assert event_counts(stats) == {("gpu_oom", "torch.OutOfMemoryError"): 1,
                                    ("deadline_exceeded", str(logs_dir / "traceback.log")): 1}
     # the OOM line has no timestamp of its own: it belongs to the traceback's stamped line
-    assert ("gpu_oom", "torch.OutOfMemoryError", 1795946585) in stats.events
+    assert ("gpu_oom", "torch.OutOfMemoryError", 1795946585, str(logs_dir / "traceback.log")) in stats.events
 
 
 def test_json_app_log(logs_dir: Path) -> None:
@@ -214,4 +214,4 @@ def test_lines_without_time_still_count(tmp_path: Path) -> None:
     path = tmp_path / "notime.log"
     path.write_text("upstream request timeout\n")
     stats, _ = parse_file(path, fmt="text")
-    assert stats.events == {("upstream_timeout", str(path), NO_TIME): 1} and not stats.timeline
+    assert stats.events == {("upstream_timeout", str(path), NO_TIME, str(path)): 1} and not stats.timeline

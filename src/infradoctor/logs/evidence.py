@@ -124,6 +124,8 @@ class Incident:
     """Failing lines in the window."""
     examples: tuple[str, ...] = ()
     """Example lines of this signature and subject (redacted, control characters escaped)."""
+    source: str = ""
+    """The file the lines come from (the same failure in an access and an error log is two incidents)."""
 
     def to_dict(self) -> dict[str, object]:
         """JSON form (times as ISO strings)."""
@@ -135,6 +137,7 @@ class Incident:
             "end": iso(self.end_s),
             "duration_s": (self.end_s - self.start_s) if self.start_s is not None and self.end_s is not None else None,
             "count": self.count,
+            "file": self.source,
             "examples": list(self.examples),
         }
 
@@ -228,7 +231,7 @@ def build_evidence(stats: LogStats, files: tuple[str, ...]) -> LogsEvidence:
     )
     incidents, dropped = _incidents(stats)
     signature_counts: Counter[str] = Counter()
-    for (signature, _subject, _second), count in stats.events.items():
+    for (signature, _subject, _second, _source), count in stats.events.items():
         signature_counts[signature] += count
     durations: dict[str, Counter[int]] = defaultdict(Counter)
     for (signature, ms), count in stats.sig_durations.items():
@@ -265,28 +268,28 @@ def build_evidence(stats: LogStats, files: tuple[str, ...]) -> LogsEvidence:
 
 
 def _incidents(stats: LogStats) -> tuple[tuple[Incident, ...], int]:
-    seconds: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
-    for (signature, subject, second), count in stats.events.items():
-        seconds[(signature, subject)].append((second, count))
+    seconds: dict[tuple[str, str, str], list[tuple[int, int]]] = defaultdict(list)
+    for (signature, subject, second, source), count in stats.events.items():
+        seconds[(signature, subject, source)].append((second, count))
     out: list[Incident] = []
-    for (signature, subject), points in seconds.items():
-        examples = tuple(safe_line(line) for line in stats.examples.get((signature, subject), ()))
+    for (signature, subject, source), points in seconds.items():
+        examples = tuple(safe_line(line) for line in stats.examples.get((signature, subject, source), ()))
         code = BY_ID[signature].code if signature in BY_ID else None
         untimed = sum(c for s, c in points if s == NO_TIME)
         if untimed:
-            out.append(Incident(signature, code, subject, None, None, untimed, examples))
+            out.append(Incident(signature, code, subject, None, None, untimed, examples, source))
         timed = sorted((s, c) for s, c in points if s != NO_TIME)
         start = end = None
         total = 0
         for second, count in timed:
             if start is not None and end is not None and second - end > INCIDENT_GAP_S:
-                out.append(Incident(signature, code, subject, start, end, total, examples))
+                out.append(Incident(signature, code, subject, start, end, total, examples, source))
                 start, total = None, 0
             if start is None:
                 start = second
             end = second
             total += count
         if start is not None:
-            out.append(Incident(signature, code, subject, start, end, total, examples))
+            out.append(Incident(signature, code, subject, start, end, total, examples, source))
     out.sort(key=lambda i: (-i.count, i.start_s or 0, i.signature, i.subject))
     return tuple(out[:MAX_INCIDENTS]), max(0, len(out) - MAX_INCIDENTS)

@@ -70,10 +70,13 @@ class LogStats:
     """Upstream attempts per request -> requests (only where the format records attempts)."""
     timeline: Counter[tuple[int, str, str]] = field(default_factory=Counter)
     """(epoch minute, status class or ``log``, signature or ``""``) -> lines."""
-    events: Counter[tuple[str, str, int]] = field(default_factory=Counter)
-    """(signature, subject, epoch second or NO_TIME) -> failing lines; subject is the upstream, GPU or source."""
-    examples: dict[tuple[str, str], list[str]] = field(default_factory=dict)
-    """(signature, subject) -> first example lines (raw; redacted when the result is built)."""
+    events: Counter[tuple[str, str, int, str]] = field(default_factory=Counter)
+    """(signature, subject, epoch second or NO_TIME, source file) -> failing lines; subject is the upstream, GPU
+    or source."""
+    examples: dict[tuple[str, str, str], list[str]] = field(default_factory=dict)
+    """(signature, subject, source file) -> first example lines (raw; redacted when the result is built)."""
+    source: str = ""
+    """The file being parsed (set by the parsers; events and examples are kept per file)."""
     sig_durations: Counter[tuple[str, int]] = field(default_factory=Counter)
     """(signature, request ms) -> lines, for signature lines that carry a duration (timeout inference)."""
     queue: dict[int, list[int]] = field(default_factory=dict)
@@ -99,14 +102,14 @@ class LogStats:
 
     def add_event(self, signature: str, subject: str, second: int, line: str, duration_ms: int = UNKNOWN) -> None:
         """One failing line."""
-        self.events[(signature, subject, second)] += 1
+        self.events[(signature, subject, second, self.source)] += 1
         if duration_ms != UNKNOWN:
             self.sig_durations[(signature, duration_ms)] += 1
         self.add_example(signature, subject, line)
 
     def add_example(self, signature: str, subject: str, line: str) -> None:
         """Keep ``line`` as an example of (signature, subject) while fewer than MAX_EXAMPLES are kept."""
-        kept = self.examples.setdefault((signature, subject), [])
+        kept = self.examples.setdefault((signature, subject, self.source), [])
         if len(kept) < MAX_EXAMPLES:
             kept.append(line[:MAX_EXAMPLE_CHARS])
 

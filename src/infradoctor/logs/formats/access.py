@@ -129,7 +129,7 @@ class RequestDecoder:
         """Failure events per (signature, subject, second)."""
         signature, subject = self.signature(to_int(status_raw), addr, flags)
         if signature is not None:
-            stats.events[(signature, subject, self.second(time_raw))] += count
+            stats.events[(signature, subject, self.second(time_raw), stats.source)] += count
 
     def add_durations(
         self, stats: LogStats, status_raw: str | None, addr: str | None, flags: str | None, request_raw: str | None,
@@ -177,6 +177,7 @@ class AccessFormat(LineFormat):
 
     def parse(self, source: LogSource, stats: LogStats, options: ParseOptions) -> None:
         """Parse with polars when chosen and able, else line by line in Python."""
+        stats.source = source.name
         if use_polars(source, options):
             from infradoctor.logs.formats.access_polars import parse_access_polars
 

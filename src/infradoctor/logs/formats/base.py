@@ -57,6 +57,7 @@ class LineFormat(LogFormat):
 
     def parse(self, source: LogSource, stats: LogStats, options: ParseOptions) -> None:
         """Feed every line to the handler; blank lines are ignored, others that do not fit are skipped."""
+        stats.source = source.name
         handle = self.handler(stats, source.name)
         parsed = mismatched = 0
         for line in iter_lines(source, stats):
