@@ -7,8 +7,9 @@ import pytest
 
 from infradoctor.findings import Severity
 from infradoctor.logs.evidence import Incident, LogsEvidence, UpstreamStats, build_evidence, hist_quantile, hist_sample
-from infradoctor.logs.rules import RuleOptions, all_rules, run_rules
 from infradoctor.logs.rules import (
+    RuleOptions,
+    all_rules,
     n001_gpu_xid,
     r001_router_overhead,
     r002_backend_slow,
@@ -18,6 +19,7 @@ from infradoctor.logs.rules import (
     r007_upstream_connect_error,
     r008_upstream_timeout,
     r009_router_queueing,
+    run_rules,
 )
 from infradoctor.logs.stats import LogStats
 
@@ -25,12 +27,12 @@ OPTS = RuleOptions()
 
 
 def evidence(**overrides: object) -> LogsEvidence:
-    base: dict[str, object] = dict(
-        files=("x.log",), lines=1000, requests=1000, request_errors=0, request_p50_ms=100.0, request_p99_ms=200.0,
-        upstream_p50_ms=95.0, upstream_p99_ms=190.0, overhead_samples=1000, overhead_p50_ms=2.0,
-        overhead_p99_ms=5.0, upstreams=(), attempts={}, incidents=(), incidents_dropped=0, signature_counts={},
-        signature_durations={}, success_hist={100: 990, 200: 10}, queue_by_minute=(), xids={}, exceptions={},
-    )
+    base: dict[str, object] = {
+        "files": ("x.log",), "lines": 1000, "requests": 1000, "request_errors": 0, "request_p50_ms": 100.0, "request_p99_ms": 200.0,
+        "upstream_p50_ms": 95.0, "upstream_p99_ms": 190.0, "overhead_samples": 1000, "overhead_p50_ms": 2.0,
+        "overhead_p99_ms": 5.0, "upstreams": (), "attempts": {}, "incidents": (), "incidents_dropped": 0, "signature_counts": {},
+        "signature_durations": {}, "success_hist": {100: 990, 200: 10}, "queue_by_minute": (), "xids": {}, "exceptions": {},
+    }
     base.update(overrides)
     return LogsEvidence(**base)  # type: ignore[arg-type]
 
@@ -149,7 +151,7 @@ def test_histogram_quantiles_match_numpy() -> None:
 
 
 def test_histogram_sample_is_bounded_and_deterministic() -> None:
-    hist = {i: 100 for i in range(200)}
+    hist = dict.fromkeys(range(200), 100)
     sample = hist_sample(hist, 5000)
     assert len(sample) == 5000 and sample == hist_sample(hist, 5000)
     assert min(sample) == 0 and max(sample) == 199
