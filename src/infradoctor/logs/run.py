@@ -47,6 +47,7 @@ def analyze_logs(
     options: LogsOptions | None = None,
     *,
     clock: Callable[[], float] = time.perf_counter,
+    cpu_clock: Callable[[], float] = time.process_time,
     now: Callable[[], str] = utc_now_iso,
 ) -> Result:
     """Analyse the log files and return the ``logs`` result.
@@ -57,6 +58,7 @@ def analyze_logs(
     opts = options or LogsOptions()
     started_at = now()
     start = clock()
+    cpu_start = cpu_clock()
     stats = LogStats()
     parse_options = ParseOptions(engine=opts.engine)
     file_rows: list[dict[str, Any]] = []
@@ -103,7 +105,7 @@ def analyze_logs(
     evidence = build_evidence(stats, tuple(str(p) for p in paths))
     findings = run_rules(evidence, opts.rules)
     duration = clock() - start
-    metrics = build_metrics(evidence, stats, file_rows, duration)
+    metrics = build_metrics(evidence, stats, file_rows, duration, cpu_clock() - cpu_start)
     return new_result(
         "logs",
         started_at=started_at,
@@ -125,7 +127,7 @@ def _file_year(path: Path) -> int:
 
 
 def build_metrics(
-    evidence: LogsEvidence, stats: LogStats, files: list[dict[str, Any]], duration_s: float
+    evidence: LogsEvidence, stats: LogStats, files: list[dict[str, Any]], duration_s: float, cpu_s: float
 ) -> dict[str, Any]:
     """The ``metrics`` of a logs result (layout documented in :mod:`infradoctor.logs`)."""
     skipped_lines = sum(c for r, c in stats.skipped.items() if not r.startswith("file_"))
@@ -182,8 +184,9 @@ def build_metrics(
         "xid": [{"code": code, "device": device, "count": count, "meaning": xid_info(code).meaning,
                  "action": xid_info(code).action} for (code, device), count in sorted(evidence.xids.items())],
         "exceptions": dict(evidence.exceptions),
-        "parse": {"bytes": stats.bytes, "seconds": round(duration_s, 4),
-                  "mb_per_s": headline["parse_mb_per_s"], "engines": dict(stats.engines),
+        "parse": {"bytes": stats.bytes, "seconds": round(duration_s, 4), "cpu_seconds": round(cpu_s, 4),
+                  "mb_per_s": headline["parse_mb_per_s"],
+                  "mb_per_cpu_s": round(mb / cpu_s, 1) if cpu_s > 0 else None, "engines": dict(stats.engines),
                   "formats": dict(stats.formats)},
         "distributions": distributions,
     }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 UNKNOWN = -1
 """Histogram key for a missing value (``-`` in the log)."""
@@ -31,6 +32,7 @@ def status_class(status: int | None) -> str:
     return "other"
 
 
+@lru_cache(maxsize=65536)
 def to_ms(value: str, scale: float) -> int:
     """A time field as whole ms (``0.241`` s with scale 1000, or ``241`` ms with scale 1); UNKNOWN if no number."""
     try:

@@ -8,6 +8,7 @@ construction; only the line splitting differs.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 
 from infradoctor.logs.formats.base import LineFormat, LineHandler, ParseOptions
 from infradoctor.logs.formats.layout import (
@@ -31,6 +32,7 @@ NGINX_FAILING_STATUSES = ("499", "502", "503", "504")
 """nginx statuses that can carry a signature (see :func:`nginx_signature`); others never do."""
 
 
+@lru_cache(maxsize=65536)
 def to_int(text: str | None) -> int | None:
     """An integer field, None for ``-`` or junk."""
     if text is None:
@@ -71,15 +73,40 @@ class RequestDecoder:
         attempts_raw: str | None,
         count: int,
     ) -> None:
-        """Request and upstream histograms for ``count`` requests with these raw fields."""
-        layout = self.layout
+        """Request and upstream histograms for ``count`` requests with these raw fields (the Python engine)."""
+        request_ms = self.add_request_time(stats, status_raw, request_raw, count)
+        upstreams, upstream_ms = self.add_upstreams(stats, status_raw, addr, ustatus_raw, utime_raw, attempts_raw,
+                                                    count)
+        if len(upstreams) == 1 and request_ms != UNKNOWN:
+            up_ms = upstream_ms if upstream_ms != UNKNOWN else upstreams[0][2]
+            if up_ms != UNKNOWN:
+                stats.overhead_hist[max(0, request_ms - up_ms)] += count
+
+    def add_request_time(self, stats: LogStats, status_raw: str | None, request_raw: str | None, count: int) -> int:
+        """Request histogram; returns the request ms."""
         status = to_int(status_raw)
-        request_ms = to_ms(request_raw, layout.request_scale) if request_raw is not None else UNKNOWN
+        request_ms = to_ms(request_raw, self.layout.request_scale) if request_raw is not None else UNKNOWN
+        stats.requests += count
+        stats.request_hist[(UNKNOWN if status is None else status, request_ms)] += count
+        return request_ms
+
+    def add_upstreams(
+        self,
+        stats: LogStats,
+        status_raw: str | None,
+        addr: str | None,
+        ustatus_raw: str | None,
+        utime_raw: str | None,
+        attempts_raw: str | None,
+        count: int,
+    ) -> tuple[list[tuple[str, int, int]], int]:
+        """Attempt and attempts-per-request histograms; returns (attempts, Envoy's upstream ms or UNKNOWN)."""
+        status = to_int(status_raw)
         upstreams: list[tuple[str, int, int]] = []
         attempts: int | None = None
         upstream_ms = UNKNOWN
         if self.is_envoy:
-            upstream_ms = to_ms(utime_raw, layout.upstream_scale) if utime_raw is not None else UNKNOWN
+            upstream_ms = to_ms(utime_raw, self.layout.upstream_scale) if utime_raw is not None else UNKNOWN
             if addr is not None and addr != "-":
                 upstreams = [(addr, UNKNOWN if status is None else status, upstream_ms)]
             if self.has_attempts:
@@ -89,7 +116,11 @@ class RequestDecoder:
             attempts = len(upstreams) or None
         elif self.has_upstream:
             attempts = 0
-        stats.add_request_counts(status, request_ms, upstreams, attempts, upstream_ms, count)
+        for attempt in upstreams:
+            stats.attempt_hist[attempt] += count
+        if attempts is not None:
+            stats.attempts_hist[attempts] += count
+        return upstreams, upstream_ms
 
     def _nginx_attempts(
         self, status: int | None, addr: str, ustatus_raw: str | None, utime_raw: str | None

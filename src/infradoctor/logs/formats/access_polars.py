@@ -7,9 +7,9 @@ decoded by the same :class:`RequestDecoder` the Python engine uses line by line,
 construction.
 
 The file is handed to polars in chunks of :data:`CHUNK_BYTES` whole lines: polars holds memory in proportion to its
-input, so this keeps peak RSS flat whatever the file size. Per chunk, one scan feeds three group-bys (request
-counts, timeline with failing upstreams, totals); example lines need a second scan only of chunks where a new
-failing group first appears.
+input, so this keeps peak RSS flat whatever the file size. Per chunk, one scan feeds every query (requests,
+upstream attempts, router time, timeline with failing upstreams, totals, and example lines in the first chunks);
+a later chunk is scanned again only when a new kind of failure first appears in it.
 """
 
 from __future__ import annotations
@@ -41,16 +41,22 @@ COMPACT_EVERY = 16
 """Re-aggregate the per-chunk group tables every this many chunks (bounds memory on long files)."""
 MAX_LINE_CHUNKS = 4
 """A "line" longer than this many chunks (no newline at all) is dropped as ``line_too_long``."""
-MAX_EXAMPLE_GROUPS = 2_000
-"""Stop looking for example lines after this many (status, upstream, flags) groups."""
+MAX_EXAMPLE_SCANS = 4
+"""Chunks re-scanned for example lines at most, per file (a new failing (kind, upstream) triggers a scan)."""
 
 _ROLES = (ROLE_TIME, ROLE_STATUS, ROLE_REQUEST_TIME, ROLE_UPSTREAM, ROLE_UPSTREAM_STATUS, ROLE_UPSTREAM_TIME,
           ROLE_FLAGS, ROLE_ATTEMPTS)
-# Group keys (raw strings, columns named after roles) of the queries that see every line.
-_COUNT_KEYS = (ROLE_STATUS, ROLE_REQUEST_TIME, ROLE_UPSTREAM, ROLE_UPSTREAM_STATUS, ROLE_UPSTREAM_TIME,
-               ROLE_ATTEMPTS, ROLE_FLAGS)
-_TIMELINE_KEYS = ("tkey", ROLE_STATUS, "fail_addr", ROLE_FLAGS)
-_KEYS = {"counts": _COUNT_KEYS, "timeline": _TIMELINE_KEYS}
+# Group keys (raw strings, columns named after roles) of the queries that see every line. Few keys per query keep
+# the number of distinct groups (and so the Python decoding) small.
+_REQUEST_KEYS = (ROLE_STATUS, ROLE_REQUEST_TIME)
+_UPSTREAM_KEYS = (ROLE_STATUS, ROLE_UPSTREAM, ROLE_UPSTREAM_STATUS, ROLE_UPSTREAM_TIME, ROLE_ATTEMPTS)
+_OVERHEAD_KEYS = ("overhead_ms",)
+_TIMELINE_KEYS = ("tkey", ROLE_STATUS, "fail_addr", ROLE_FLAGS, "fail_request")
+_KEYS = {"requests": _REQUEST_KEYS, "upstreams": _UPSTREAM_KEYS, "overhead": _OVERHEAD_KEYS,
+         "timeline": _TIMELINE_KEYS}
+_INDEX = {name: index for index, name in enumerate([*_KEYS, "totals"])}
+EXAMPLE_CHUNKS = 2
+"""The first chunks also return example lines from the shared scan; later ones re-scan only on a new failure."""
 
 
 def polars_available() -> bool:
@@ -70,26 +76,31 @@ def parse_access_polars(source: LogSource, layout: AccessLayout, stats: LogStats
         return False
     decoder = RequestDecoder(layout)
     plan = _Plan(pl, layout)
-    lines_before = stats.lines
     parts: dict[str, list[Any]] = {name: [] for name in _KEYS}
-    blank = 0
+    rows = blank = 0
     try:
         for index, chunk in enumerate(_chunks(source, stats)):
-            stats.lines += chunk.count(b"\n")
-            blank += chunk.count(b"\n\n") + chunk.startswith(b"\n")
-            frames = pl.collect_all(plan.queries(chunk), engine="streaming")
-            for name, frame in zip(_KEYS, frames, strict=True):
-                parts[name].append(frame)
+            with_examples = index < EXAMPLE_CHUNKS
+            frames = pl.collect_all(plan.queries(chunk, with_examples), engine="streaming")
+            for name in _KEYS:
+                parts[name].append(frames[_INDEX[name]])
+            totals = frames[_INDEX["totals"]].row(0)
+            rows += int(totals[0] or 0)
+            blank += int(totals[1] or 0)
             if (index + 1) % COMPACT_EVERY == 0:
                 parts = {name: [_sum(pl, pieces, _KEYS[name])] for name, pieces in parts.items()}
-            plan.collect_examples(chunk, frames[1], decoder, stats)
+            if with_examples:
+                plan.take_examples(frames[-1], decoder, stats)
+            else:
+                plan.collect_examples(chunk, frames[_INDEX["timeline"]], decoder, stats)
     except (pl.exceptions.PolarsError, OSError, EOFError, ValueError, RuntimeError) as exc:
         stats.skip("read_error", 1, f"{source.name}: stopped reading ({type(exc).__name__}: {exc}); "
                    "lines before the error are counted")
     tables = {name: _sum(pl, pieces, _KEYS[name]) if pieces else None for name, pieces in parts.items()}
     parsed = _merge(decoder, tables, stats)
+    stats.lines += rows
     stats.parsed += parsed
-    mismatched = stats.lines - lines_before - blank - parsed
+    mismatched = rows - blank - parsed
     if mismatched > 0:
         stats.skip(SKIP_MISMATCH, mismatched)
     return True
@@ -151,7 +162,8 @@ class _Plan:
         self.ok = ok
         self.select = {role: fields.get(role, pl.lit(None, pl.String)) for role in _ROLES}
         if ROLE_TIME in fields and layout.time_kind == TIME_ISO:
-            self.tkey = fields[ROLE_TIME].str.replace(r"\.\d+", "")  # per second, not per millisecond
+            text = fields[ROLE_TIME]  # group per second, not per millisecond: drop the fraction of UTC times
+            self.tkey = pl.when(text.str.ends_with("Z")).then(text.str.slice(0, 19) + pl.lit("Z")).otherwise(text)
         else:
             self.tkey = self.select[ROLE_TIME]
         status, flags = pl.col(ROLE_STATUS), pl.col(ROLE_FLAGS)
@@ -159,8 +171,36 @@ class _Plan:
             self.may_fail = (flags.is_not_null() & (flags != "-")) | (status == "0")
         else:
             self.may_fail = status.is_in(list(NGINX_FAILING_STATUSES))
+        self.blank = pl.col("c0").is_null() & pl.col("c1").is_null()
         self.line = pl.concat_str([pl.col(c).fill_null("") for c in self.columns[:n]], separator='"')
-        self.example_keys: set[tuple[str | None, str | None, str | None]] = set()
+        self.overhead = self._overhead(layout, fields)
+        self.example_keys: set[tuple[str | None, str]] = set()
+        self.example_scans = 0
+
+    def _overhead(self, layout: AccessLayout, fields: dict[str, Any]) -> Any:
+        """Request ms minus upstream ms for single-attempt requests, as RequestDecoder.add_counts computes it."""
+        pl = self.pl
+
+        def ms(role: str, scale: float) -> Any:
+            value = pl.col(role).cast(pl.Float64, strict=False)
+            exact = (value * scale).round(0, mode="half_to_even").cast(pl.Int64, strict=False)
+            return pl.when((value >= 0) & (value <= 1e12)).then(exact).otherwise(None)
+
+        if ROLE_REQUEST_TIME not in fields or ROLE_UPSTREAM not in fields or ROLE_UPSTREAM_TIME not in fields:
+            return pl.lit(None, pl.Int64)
+
+        def single(role: str) -> Any:
+            column = pl.col(role)
+            return ~column.str.contains(", ", literal=True) & ~column.str.contains(" : ", literal=True)
+
+        addr = pl.col(ROLE_UPSTREAM)
+        one = addr.is_not_null() & (addr != "-")
+        if layout.router == "nginx":
+            one = one & single(ROLE_UPSTREAM) & single(ROLE_UPSTREAM_TIME)
+            if ROLE_UPSTREAM_STATUS in fields:
+                one = one & single(ROLE_UPSTREAM_STATUS)
+        difference = ms(ROLE_REQUEST_TIME, layout.request_scale) - ms(ROLE_UPSTREAM_TIME, layout.upstream_scale)
+        return pl.when(one).then(difference.clip(lower_bound=0)).otherwise(None)
 
     def scan(self, chunk: bytes) -> Any:
         """The chunk split on ``"`` into string columns (one extra column for the guard)."""
@@ -176,40 +216,60 @@ class _Plan:
             raise_if_empty=False,
         )
 
-    def queries(self, chunk: bytes) -> list[Any]:
-        """Request counts and timeline of one chunk (one scan shared by both)."""
+    def queries(self, chunk: bytes, with_examples: bool) -> list[Any]:
+        """Request, upstream, router-time, timeline and totals of one chunk, and examples when asked.
+
+        One scan is shared by all.
+        """
         pl = self.pl
-        parsed = self.scan(chunk).select(ok=self.ok, tkey=self.tkey, **self.select).filter(pl.col("ok"))
+        raw = self.columns[:-1] if with_examples else []
+        frame = self.scan(chunk).select(*raw, ok=self.ok, blank=self.blank, tkey=self.tkey, **self.select)
+        parsed = frame.filter(pl.col("ok"))
         fail_addr = pl.when(self.may_fail).then(pl.col(ROLE_UPSTREAM)).otherwise(None)
+        fail_request = pl.when(self.may_fail).then(pl.col(ROLE_REQUEST_TIME)).otherwise(None)
         return [
-            parsed.group_by(*_COUNT_KEYS).agg(n=pl.len()),
-            parsed.with_columns(fail_addr=fail_addr).group_by(*_TIMELINE_KEYS).agg(n=pl.len()),
-        ]
+            parsed.group_by(*_REQUEST_KEYS).agg(n=pl.len()),
+            parsed.group_by(*_UPSTREAM_KEYS).agg(n=pl.len()),
+            parsed.select(overhead_ms=self.overhead).drop_nulls().group_by(*_OVERHEAD_KEYS).agg(n=pl.len()),
+            parsed.with_columns(fail_addr=fail_addr, fail_request=fail_request)
+            .group_by(*_TIMELINE_KEYS).agg(n=pl.len()),
+            frame.select(rows=pl.len(), blank=pl.col("blank").sum()),
+        ] + ([self._examples(parsed)] if with_examples else [])
+
+    def _examples(self, parsed: Any) -> Any:
+        return (
+            parsed.filter(self.may_fail)
+            .group_by(ROLE_STATUS, ROLE_UPSTREAM, ROLE_FLAGS, maintain_order=True)
+            .agg(lines=self.line.head(MAX_EXAMPLES))
+        )
+
+    def take_examples(self, found: Any, decoder: RequestDecoder, stats: LogStats) -> None:
+        """Keep example lines of (kind, upstream) groups from an examples frame."""
+        for status, addr, flags, lines in found.iter_rows():
+            key = decoder.signature(to_int(status), addr, flags)
+            if key[0] is None:
+                continue
+            self.example_keys.add(key)
+            for line in lines:
+                decoder.add_example(stats, status, addr, flags, line)
 
     def collect_examples(self, chunk: bytes, timeline: Any, decoder: RequestDecoder, stats: LogStats) -> None:
         """Example lines for failing groups first seen in this chunk (a second scan only of such chunks)."""
         pl = self.pl
-        wanted: set[tuple[str | None, str | None, str | None]] = set()
-        for _tkey, status, addr, flags, _n in timeline.iter_rows():
-            key = (status, addr, flags)
-            if key in self.example_keys or len(self.example_keys) + len(wanted) >= MAX_EXAMPLE_GROUPS:
+        wanted: set[tuple[str | None, str]] = set()
+        if self.example_scans >= MAX_EXAMPLE_SCANS:
+            return
+        for _tkey, status, addr, flags, _request, _n in timeline.iter_rows():
+            if not decoder.may_fail(status, flags):
                 continue
-            if decoder.may_fail(status, flags) and decoder.signature(to_int(status), addr, flags)[0] is not None:
+            key = decoder.signature(to_int(status), addr, flags)
+            if key[0] is not None and key not in self.example_keys:
                 wanted.add(key)
         if not wanted:
             return
-        self.example_keys |= wanted
-        frame = self.scan(chunk).select(ok=self.ok, line=self.line, **self.select)
-        found = (
-            frame.filter(pl.col("ok") & self.may_fail)
-            .group_by(ROLE_STATUS, ROLE_UPSTREAM, ROLE_FLAGS, maintain_order=True)
-            .agg(lines=pl.col("line").head(MAX_EXAMPLES))
-            .collect()
-        )
-        for status, addr, flags, lines in found.iter_rows():
-            if (status, addr, flags) in wanted:
-                for line in lines:
-                    decoder.add_example(stats, status, addr, flags, line)
+        self.example_scans += 1
+        frame = self.scan(chunk).select(*self.columns[:-1], ok=self.ok, **self.select).filter(pl.col("ok"))
+        self.take_examples(self._examples(frame).collect(), decoder, stats)
 
 
 def _sum(pl: Any, pieces: list[Any], keys: tuple[str, ...]) -> Any:
@@ -225,13 +285,16 @@ def _rows(frame: Any) -> Any:
 def _merge(decoder: RequestDecoder, tables: dict[str, Any], stats: LogStats) -> int:
     """Decode the group tables into ``stats``; returns the number of parsed lines."""
     parsed = 0
-    for status, request, addr, ustatus, utime, attempts, flags, n in _rows(tables["counts"]):
+    for status, request, n in _rows(tables["requests"]):
         parsed += n
-        decoder.add_counts(stats, status, request, addr, ustatus, utime, attempts, n)
-        if decoder.may_fail(status, flags):
-            decoder.add_durations(stats, status, addr, flags, request, n)
-    for tkey, status, fail_addr, flags, n in _rows(tables["timeline"]):
+        decoder.add_request_time(stats, status, request, n)
+    for status, addr, ustatus, utime, attempts, n in _rows(tables["upstreams"]):
+        decoder.add_upstreams(stats, status, addr, ustatus, utime, attempts, n)
+    for overhead_ms, n in _rows(tables["overhead"]):
+        stats.overhead_hist[overhead_ms] += n
+    for tkey, status, fail_addr, flags, fail_request, n in _rows(tables["timeline"]):
         decoder.add_timeline(stats, tkey, status, fail_addr, flags, n)
         if decoder.may_fail(status, flags):
             decoder.add_events(stats, tkey, status, fail_addr, flags, n)
+            decoder.add_durations(stats, status, fail_addr, flags, fail_request, n)
     return parsed

