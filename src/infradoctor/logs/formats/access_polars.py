@@ -27,7 +27,9 @@ from infradoctor.logs.formats.layout import (
     ROLE_UPSTREAM,
     ROLE_UPSTREAM_STATUS,
     ROLE_UPSTREAM_TIME,
+    TIME_EPOCH,
     TIME_ISO,
+    TIME_LOCAL,
     AccessLayout,
     Var,
     tokens_regex,
@@ -161,21 +163,40 @@ class _Plan:
             ok = ok & fields[roles[0]].is_not_null()  # the segment matched, as the full-line regex must
         self.ok = ok
         self.select = {role: fields.get(role, pl.lit(None, pl.String)) for role in _ROLES}
-        if ROLE_TIME in fields and layout.time_kind == TIME_ISO:
-            text = fields[ROLE_TIME]  # group per second, not per millisecond: drop the fraction of UTC times
-            self.tkey = pl.when(text.str.ends_with("Z")).then(text.str.slice(0, 19) + pl.lit("Z")).otherwise(text)
-        else:
-            self.tkey = self.select[ROLE_TIME]
         status, flags = pl.col(ROLE_STATUS), pl.col(ROLE_FLAGS)
         if layout.router == "envoy":
             self.may_fail = (flags.is_not_null() & (flags != "-")) | (status == "0")
         else:
             self.may_fail = status.is_in(list(NGINX_FAILING_STATUSES))
+        # Timeline key: the second of failing requests (incidents need it), the minute of the others (so the
+        # number of groups follows the minutes in the file, not its lines).
+        self.tkey = pl.when(self.may_fail).then(self._second_key(layout)).otherwise(self._minute_key(layout))
         self.blank = pl.col("c0").is_null() & pl.col("c1").is_null()
         self.line = pl.concat_str([pl.col(c).fill_null("") for c in self.columns[:n]], separator='"')
         self.overhead = self._overhead(layout, fields)
         self.example_keys: set[tuple[str | None, str]] = set()
         self.example_scans = 0
+
+    def _second_key(self, layout: AccessLayout) -> Any:
+        """The time field cut to the second (UTC ISO times lose their fraction)."""
+        pl = self.pl
+        text = pl.col(ROLE_TIME)
+        if layout.time_kind == TIME_ISO:
+            return pl.when(text.str.ends_with("Z")).then(text.str.slice(0, 19) + pl.lit("Z")).otherwise(text)
+        return text
+
+    def _minute_key(self, layout: AccessLayout) -> Any:
+        """The time field with its seconds set to 00, in the same format (parse_time reads both)."""
+        pl = self.pl
+        text = pl.col(ROLE_TIME)
+        if layout.time_kind == TIME_LOCAL:  # 29/Nov/2026:10:00:SS +0000
+            return pl.concat_str([text.str.slice(0, 18), pl.lit("00"), text.str.slice(20)])
+        if layout.time_kind == TIME_ISO:  # 2026-11-29T10:00:SS[.fff](Z|+hh:mm)
+            tail = pl.when(text.str.ends_with("Z")).then(pl.lit("Z")).otherwise(text.str.slice(19))
+            return pl.concat_str([text.str.slice(0, 17), pl.lit("00"), tail])
+        if layout.time_kind == TIME_EPOCH:
+            return ((text.cast(pl.Float64, strict=False) // 60) * 60).cast(pl.Int64, strict=False).cast(pl.String)
+        return text
 
     def _overhead(self, layout: AccessLayout, fields: dict[str, Any]) -> Any:
         """Request ms minus upstream ms for single-attempt requests, as RequestDecoder.add_counts computes it."""
@@ -223,8 +244,8 @@ class _Plan:
         """
         pl = self.pl
         raw = self.columns[:-1] if with_examples else []
-        frame = self.scan(chunk).select(*raw, ok=self.ok, blank=self.blank, tkey=self.tkey, **self.select)
-        parsed = frame.filter(pl.col("ok"))
+        frame = self.scan(chunk).select(*raw, ok=self.ok, blank=self.blank, **self.select)
+        parsed = frame.filter(pl.col("ok")).with_columns(tkey=self.tkey)
         fail_addr = pl.when(self.may_fail).then(pl.col(ROLE_UPSTREAM)).otherwise(None)
         fail_request = pl.when(self.may_fail).then(pl.col(ROLE_REQUEST_TIME)).otherwise(None)
         return [
