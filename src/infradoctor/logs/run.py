@@ -97,8 +97,9 @@ def analyze_logs(
         stats.formats[fmt.name] += 1
         if not sample:
             errors.append(ErrorNote("logs:no_text", f"{source.name}: no text lines at the start (binary?)"))
-    errors += [ErrorNote(f"logs:skipped:{reason}", f"lines skipped: {reason.replace('_', ' ')}", count)
-               for reason, count in sorted(stats.skipped.items()) if not reason.startswith("file_")]
+    for row in file_rows:
+        errors += [ErrorNote(f"logs:skipped:{reason}", f"{row['file']}: lines skipped ({reason.replace('_', ' ')})",
+                             count) for reason, count in sorted(row["skipped"].items())]
     errors += [ErrorNote(f"logs:{reason}", f"lines used with a caveat: {reason.replace('_', ' ')}", count)
                for reason, count in sorted(stats.notes.items())]
     errors += [ErrorNote("logs:read", message) for message in stats.messages]
