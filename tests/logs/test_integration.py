@@ -165,7 +165,7 @@ backend be_llm
 
 backend be_dead
     retries 1
-    timeout connect 1s
+    timeout connect 300ms
     server srv2 127.0.0.1:{dead}
 
 backend be_down

@@ -113,6 +113,15 @@ def test_kernel_xids(logs_dir: Path) -> None:
     assert ("gpu_xid", "Xid 79 (PCI:0000:3b:00)", 1795946982, str(logs_dir / "kern.log")) in stats.events
 
 
+def test_dmesg_human_times(tmp_path: Path) -> None:
+    path = tmp_path / "dmesg.txt"
+    path.write_text("[Sun Nov 29 10:09:42 2026] NVRM: Xid (PCI:0000:3b:00): 79, pid=2314, name=python, GPU has "
+                    "fallen off the bus.\n[Sun Nov 29 10:09:43 2026] nvidia 0000:3b:00.0: GPU lost\n")
+    stats, name = parse_file(path)
+    assert name == "kernel" and stats.xids == {(79, "PCI:0000:3b:00"): 1}
+    assert ("gpu_xid", "Xid 79 (PCI:0000:3b:00)", 1795946982, str(path)) in stats.events
+
+
 def test_python_tracebacks(logs_dir: Path) -> None:
     stats, name = parse_file(logs_dir / "traceback.log")
     assert name == "text"

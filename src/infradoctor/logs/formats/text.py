@@ -19,6 +19,7 @@ _NGINX_TIME = re.compile(r"^(\d{4})/(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d)")
 _SYSLOG = re.compile(
     r"^(?:<\d+>\d?\s*)?(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(\d\d?) (\d\d):(\d\d):(\d\d)"
 )
+_DMESG_T = re.compile(r"^\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) ([A-Z][a-z]{2}) +(\d\d?) (\d\d):(\d\d):(\d\d) (\d{4})\]")
 _MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov",
                                         "Dec"), start=1)}
 
@@ -37,7 +38,7 @@ def _epoch(year: int, month: int, day: int, hour: int, minute: int, second: int,
 
 
 def line_time(line: str, year: int) -> int:
-    """Epoch second of a free-text line's timestamp (ISO 8601, nginx error log, syslog), NO_TIME when none.
+    """Epoch second of a line's timestamp (ISO 8601, nginx error log, ``dmesg -T``, syslog), NO_TIME when none.
 
     Times without a zone are taken as UTC; syslog lines have no year, ``year`` is used.
     """
@@ -49,6 +50,10 @@ def line_time(line: str, year: int) -> int:
     if match:
         *parts, offset = match.groups()
         return _epoch(*(int(g) for g in parts), offset)
+    match = _DMESG_T.match(head)
+    if match and match.group(1) in _MONTHS:
+        month, day, hour, minute, second, year_text = match.groups()
+        return _epoch(int(year_text), _MONTHS[month], int(day), int(hour), int(minute), int(second), None)
     match = _SYSLOG.match(head)
     if match:
         month, day, hour, minute, second = match.groups()
@@ -94,10 +99,10 @@ class NginxErrorFormat(LineFormat):
 
 
 class KernelFormat(LineFormat):
-    """Kernel log lines: ``dmesg`` (``[ 1234.5678] NVRM: Xid ...``), syslog/journal lines with ``kernel:``."""
+    """Kernel log lines: ``dmesg`` (``[ 1234.5678] NVRM: Xid ...``), ``dmesg -T``, syslog/journal ``kernel:`` lines."""
 
     name = "kernel"
-    _LINE = re.compile(r"^\[\s*\d+\.\d+\] |\bkernel: |^<\d>\[")
+    _LINE = re.compile(r"^\[\s*\d+\.\d+\] |\bkernel: |^<\d>\[|^\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} ")
 
     def __init__(self, year: int = 1970) -> None:
         self.year = year
