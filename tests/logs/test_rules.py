@@ -158,6 +158,18 @@ def test_histogram_sample_is_bounded_and_deterministic() -> None:
     assert hist_sample({7: 3}) == [7.0, 7.0, 7.0]
 
 
+def test_event_keys_stay_bounded(monkeypatch) -> None:
+    from infradoctor.logs import stats as stats_module
+
+    monkeypatch.setattr(stats_module, "MAX_EVENT_KEYS", 1000)
+    stats = LogStats()
+    for second in range(5000):
+        stats.count_event("upstream_timeout", f"u:{second % 3}", 1_000_000 + second, 1)
+    assert len(stats.events) <= 1000 and stats.event_resolution_s == 60
+    assert sum(stats.events.values()) == 5000
+    assert all(sec % 60 == 0 for _, _, sec, _ in stats.events)
+
+
 def test_incident_windows_split_on_gaps() -> None:
     stats = LogStats()
     for second in (100, 101, 130, 400, 401):

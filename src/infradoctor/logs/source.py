@@ -8,8 +8,7 @@ that are not UTF-8 are replaced (and counted) so the line can still be parsed.
 from __future__ import annotations
 
 import gzip
-import io
-import os
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,7 +124,7 @@ def iter_lines(source: LogSource, stats: LogStats) -> Iterator[str]:
         while True:
             try:
                 chunk = fh.read(CHUNK_BYTES)
-            except (OSError, EOFError, gzip.BadGzipFile, zlib_error()) as exc:
+            except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
                 stats.skip("read_error", 1, f"{source.name}: {exc}")
                 chunk = b""
             if not chunk:
@@ -169,23 +168,3 @@ def _decode(raw: bytes, stats: LogStats) -> str | None:
     except UnicodeDecodeError:
         stats.note(NOTE_INVALID_UTF8)
         return raw.decode("utf-8", errors="replace")
-
-
-def zlib_error() -> type[Exception]:
-    """The error class zlib raises mid-stream on a corrupt .gz."""
-    import zlib
-
-    return zlib.error
-
-
-def file_size(path: Path) -> int:
-    """Size on disk, 0 when unknown."""
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0
-
-
-def text_stream(data: bytes) -> io.BytesIO:
-    """Bytes as a stream (tests and stdin)."""
-    return io.BytesIO(data)

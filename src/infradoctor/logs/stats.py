@@ -19,6 +19,9 @@ MAX_EXAMPLES = 3
 """Example lines kept per (signature, subject)."""
 MAX_EXAMPLE_CHARS = 400
 """Example lines are cut to this many characters."""
+MAX_EVENT_KEYS = 200_000
+"""Beyond this many (kind, subject, second, file) event keys, event times are coarsened (x10, up to a minute) so
+memory stays bounded even when many upstreams fail all day; incident windows then have that resolution."""
 
 
 def status_class(status: int | None) -> str:
@@ -79,6 +82,8 @@ class LogStats:
     """(signature, subject, source file) -> first example lines (raw; redacted when the result is built)."""
     source: str = ""
     """The file being parsed (set by the parsers; events and examples are kept per file)."""
+    event_resolution_s: int = 1
+    """Seconds per event time bucket (1 unless MAX_EVENT_KEYS forced coarser buckets)."""
     sig_durations: Counter[tuple[str, int]] = field(default_factory=Counter)
     """(signature, request ms) -> lines, for signature lines that carry a duration (timeout inference)."""
     queue: dict[int, list[int]] = field(default_factory=dict)
@@ -104,10 +109,23 @@ class LogStats:
 
     def add_event(self, signature: str, subject: str, second: int, line: str, duration_ms: int = UNKNOWN) -> None:
         """One failing line."""
-        self.events[(signature, subject, second, self.source)] += 1
+        self.count_event(signature, subject, second, 1)
         if duration_ms != UNKNOWN:
             self.sig_durations[(signature, duration_ms)] += 1
         self.add_example(signature, subject, line)
+
+    def count_event(self, signature: str, subject: str, second: int, count: int) -> None:
+        """Count failing lines of one kind at one subject and second (bucketed at ``event_resolution_s``)."""
+        if second != NO_TIME and self.event_resolution_s > 1:
+            second -= second % self.event_resolution_s
+        self.events[(signature, subject, second, self.source)] += count
+        if len(self.events) > MAX_EVENT_KEYS and self.event_resolution_s < 60:
+            self.event_resolution_s = min(60, self.event_resolution_s * 10)
+            coarse: Counter[tuple[str, str, int, str]] = Counter()
+            step = self.event_resolution_s
+            for (sig, subj, sec, src), n in self.events.items():
+                coarse[(sig, subj, sec - sec % step if sec != NO_TIME else sec, src)] += n
+            self.events = coarse
 
     def add_example(self, signature: str, subject: str, line: str) -> None:
         """Keep ``line`` as an example of (signature, subject) while fewer than MAX_EXAMPLES are kept."""

@@ -160,7 +160,7 @@ class RequestDecoder:
         """Failure events per (signature, subject, second)."""
         signature, subject = self.signature(to_int(status_raw), addr, flags)
         if signature is not None:
-            stats.events[(signature, subject, self.second(time_raw), stats.source)] += count
+            stats.count_event(signature, subject, self.second(time_raw), count)
 
     def add_durations(
         self, stats: LogStats, status_raw: str | None, addr: str | None, flags: str | None, request_raw: str | None,
