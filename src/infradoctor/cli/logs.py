@@ -1,4 +1,4 @@
-"""``infradoctor logs``: failure signatures, incidents and router-vs-upstream time from router, app and kernel logs."""
+"""``infradoctor logs``: failure signatures and router-vs-upstream time (metrics: see ``infradoctor.logs``)."""
 
 from __future__ import annotations
 

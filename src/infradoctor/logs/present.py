@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from infradoctor.report.sections import Cell, Section, Table
@@ -10,8 +11,10 @@ from infradoctor.result import Result
 
 MAX_ROWS = 15
 """Rows shown per table (the JSON has everything)."""
-EXAMPLE_CHARS = 90
-"""Example lines are cut to this many characters in tables."""
+EXAMPLE_CHARS = 160
+"""Example lines are cut to this many characters."""
+MAX_EXAMPLES = 5
+"""Example lines shown under the incidents table (one per incident, largest first)."""
 
 
 def _list(metrics: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
@@ -24,6 +27,17 @@ def _short(text: Any, limit: int = EXAMPLE_CHARS) -> str:
     return value if len(value) <= limit else value[: limit - 1] + "…"
 
 
+def _window(start: Any, end: Any) -> str:
+    """``2026-11-29 10:01:10 - 10:01:37`` from ISO times (the date once when both are on the same day)."""
+    if not start:
+        return "no timestamps"
+    first = str(start).replace("T", " ").rstrip("Z")
+    last = str(end or start).replace("T", " ").rstrip("Z")
+    if last[:10] == first[:10]:
+        last = last[11:]
+    return first if last == first[11:] else f"{first} - {last}"
+
+
 def sections(result: Result) -> list[Section]:
     """Incidents, upstreams, router split, timeline peaks, node/app errors, and files."""
     metrics = result.metrics
@@ -32,32 +46,21 @@ def sections(result: Result) -> list[Section]:
     incidents = _list(metrics, "incidents")
     if incidents:
         rows = [
-            (
-                i.get("kind"),
-                i.get("code"),
-                i.get("subject"),
-                i.get("start"),
-                i.get("end"),
-                i.get("count"),
-                _short((i.get("examples") or [""])[0]),
-            )
+            (i.get("kind"), i.get("code"), i.get("subject"), _window(i.get("start"), i.get("end")), i.get("count"),
+             Path(str(i.get("file") or "")).name)
             for i in incidents[:MAX_ROWS]
         ]
-        more = len(incidents) - MAX_ROWS + int(metrics.get("incidents_dropped") or 0)
-        out.append(
-            Section(
-                "Incidents",
-                tables=[
-                    Table(
-                        ("kind", "code", "subject", "start", "end", "count", "example"),
-                        rows,
-                        title=f"largest {MAX_ROWS} of {len(incidents) + int(metrics.get('incidents_dropped') or 0)}"
-                        if more > 0
-                        else "",
-                    )
-                ],
-            )
-        )
+        total = len(incidents) + int(metrics.get("incidents_dropped") or 0)
+        examples = [
+            f"{i.get('kind')} @ {i.get('subject')}: {_short(i['examples'][0])}"
+            for i in incidents[:MAX_EXAMPLES] if i.get("examples")
+        ]
+        out.append(Section(
+            "Incidents",
+            tables=[Table(("kind", "code", "subject", "window (UTC)", "count", "file"), rows,
+                          title=f"largest {MAX_ROWS} of {total}" if total > MAX_ROWS else "")],
+            lines=examples,
+        ))
     upstreams = _list(metrics, "upstreams")
     if upstreams:
         rows = [
