@@ -1,0 +1,96 @@
+"""Log formats behind one interface (:class:`LogFormat`), and per-file sniffing for ``--format auto``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from infradoctor.logs.formats.access import AccessFormat
+from infradoctor.logs.formats.base import LogFormat, ParseOptions
+from infradoctor.logs.formats.haproxy import HaproxyFormat
+from infradoctor.logs.formats.jsonl import JsonLinesFormat
+from infradoctor.logs.formats.layout import (
+    ENVOY_DEFAULT,
+    NGINX_COMBINED,
+    NGINX_PRESETS,
+    FormatError,
+    compile_envoy,
+    compile_nginx,
+)
+from infradoctor.logs.formats.text import KernelFormat, NginxErrorFormat, TextFormat
+
+FORMAT_NAMES = ("auto", "nginx", "nginx-error", "envoy", "haproxy", "jsonl", "kernel", "text")
+"""Values of ``--format``."""
+SNIFF_THRESHOLD = 0.5
+"""A format must recognise at least this share of a file's first lines to be chosen; else the file is ``text``."""
+
+__all__ = ["FORMAT_NAMES", "FormatError", "LogFormat", "ParseOptions", "choose_format", "candidates"]
+
+
+def candidates(nginx_log_format: str | None = None, year: int = 1970) -> list[LogFormat]:
+    """Every format ``auto`` considers, most specific first (ties go to the earlier one).
+
+    Raises:
+        FormatError: ``nginx_log_format`` does not compile.
+    """
+    formats: list[LogFormat] = []
+    if nginx_log_format:
+        formats.append(AccessFormat("nginx", compile_nginx(nginx_log_format)))
+    formats += [AccessFormat("nginx", compile_nginx(fmt)) for fmt in NGINX_PRESETS.values()]
+    formats += [
+        AccessFormat("envoy", compile_envoy(ENVOY_DEFAULT)),
+        HaproxyFormat(),
+        NginxErrorFormat(year),
+        JsonLinesFormat(year),
+        KernelFormat(year),
+    ]
+    return formats
+
+
+def choose_format(
+    name: str, sample: Sequence[str], *, nginx_log_format: str | None = None, year: int = 1970
+) -> tuple[LogFormat, float]:
+    """The format to parse a file with, and the share of its sample lines that format recognised.
+
+    ``name`` is a ``--format`` value; with ``auto`` every candidate sniffs the sample and the best wins (``text``
+    when none reaches :data:`SNIFF_THRESHOLD`). ``nginx`` uses ``nginx_log_format`` when given, else the preset
+    that fits the sample best (``combined`` when none does).
+
+    Raises:
+        FormatError: ``nginx_log_format`` does not compile, or ``name`` is unknown.
+    """
+    if name == "text":
+        return TextFormat(year), 1.0
+    pool: list[LogFormat]
+    if name == "auto":
+        pool = candidates(nginx_log_format, year)
+    elif name == "nginx":
+        if nginx_log_format:
+            given = AccessFormat("nginx", compile_nginx(nginx_log_format))
+            return given, given.sniff(sample)
+        pool = [AccessFormat("nginx", compile_nginx(fmt)) for fmt in NGINX_PRESETS.values()]
+    elif name == "envoy":
+        pool = [AccessFormat("envoy", compile_envoy(ENVOY_DEFAULT)), JsonLinesFormat(year)]
+    elif name == "haproxy":
+        pool = [HaproxyFormat()]
+    elif name == "nginx-error":
+        pool = [NginxErrorFormat(year)]
+    elif name == "jsonl":
+        pool = [JsonLinesFormat(year)]
+    elif name == "kernel":
+        pool = [KernelFormat(year)]
+    else:
+        raise FormatError(f"unknown format {name!r}; expected one of {', '.join(FORMAT_NAMES)}")
+    best: LogFormat | None = None
+    best_score = -1.0
+    for fmt in pool:
+        score = fmt.sniff(sample)
+        if score > best_score:
+            best, best_score = fmt, score
+        if score == 1.0:
+            break
+    assert best is not None
+    if name == "auto" and best_score < SNIFF_THRESHOLD:
+        return TextFormat(year), 1.0
+    if name == "nginx" and best_score <= 0:
+        return AccessFormat("nginx", compile_nginx(NGINX_COMBINED)), 0.0
+    return best, best_score

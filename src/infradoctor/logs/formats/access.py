@@ -1,0 +1,251 @@
+"""nginx and Envoy access logs from a compiled :class:`AccessLayout`: polars for large files, Python otherwise.
+
+Both engines hand the same raw field strings to one :class:`RequestDecoder`: the Python engine once per line, the
+polars engine once per distinct group of raw values (with its count). So both give the same statistics by
+construction; only the line splitting differs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+
+from infradoctor.logs.formats.base import LineFormat, LineHandler, ParseOptions
+from infradoctor.logs.formats.layout import (
+    MULTI_SPLIT,
+    ROLE_ATTEMPTS,
+    ROLE_FLAGS,
+    ROLE_REQUEST_TIME,
+    ROLE_STATUS,
+    ROLE_TIME,
+    ROLE_UPSTREAM,
+    ROLE_UPSTREAM_STATUS,
+    ROLE_UPSTREAM_TIME,
+    AccessLayout,
+    parse_time,
+)
+from infradoctor.logs.signatures import envoy_signature, nginx_signature
+from infradoctor.logs.source import LogSource
+from infradoctor.logs.stats import NO_TIME, UNKNOWN, LogStats, status_class, to_ms
+
+NGINX_FAILING_STATUSES = ("499", "502", "503", "504")
+"""nginx statuses that can carry a signature (see :func:`nginx_signature`); others never do."""
+
+
+@lru_cache(maxsize=65536)
+def to_int(text: str | None) -> int | None:
+    """An integer field, None for ``-`` or junk."""
+    if text is None:
+        return None
+    text = text.strip()
+    return int(text) if text.isdigit() and len(text) < 10 else None
+
+
+class RequestDecoder:
+    """Turns the raw role strings of one request (or a group of identical ones) into statistics."""
+
+    def __init__(self, layout: AccessLayout) -> None:
+        self.layout = layout
+        roles = layout.roles
+        self.is_envoy = layout.router == "envoy"
+        self.has_upstream = ROLE_UPSTREAM in roles
+        self.has_ustatus = ROLE_UPSTREAM_STATUS in roles
+        self.has_utime = ROLE_UPSTREAM_TIME in roles
+        self.has_attempts = ROLE_ATTEMPTS in roles
+
+    def signature(self, status: int | None, addr: str | None, flags: str | None) -> tuple[str | None, str]:
+        """(signature or None, subject): the subject is the last upstream tried, ``-`` when none."""
+        subject = "-"
+        if addr and addr != "-":
+            subject = addr if self.is_envoy else MULTI_SPLIT.split(addr)[-1]
+        if self.is_envoy:
+            return envoy_signature(flags or "-", status), subject
+        return nginx_signature(status, subject), subject
+
+    def add_counts(
+        self,
+        stats: LogStats,
+        status_raw: str | None,
+        request_raw: str | None,
+        addr: str | None,
+        ustatus_raw: str | None,
+        utime_raw: str | None,
+        attempts_raw: str | None,
+        count: int,
+    ) -> None:
+        """Request and upstream histograms for ``count`` requests with these raw fields (the Python engine)."""
+        request_ms = self.add_request_time(stats, status_raw, request_raw, count)
+        upstreams, upstream_ms = self.add_upstreams(stats, status_raw, addr, ustatus_raw, utime_raw, attempts_raw,
+                                                    count)
+        if len(upstreams) == 1 and request_ms != UNKNOWN:
+            up_ms = upstream_ms if upstream_ms != UNKNOWN else upstreams[0][2]
+            if up_ms != UNKNOWN:
+                stats.overhead_hist[max(0, request_ms - up_ms)] += count
+
+    def add_request_time(self, stats: LogStats, status_raw: str | None, request_raw: str | None, count: int) -> int:
+        """Request histogram; returns the request ms."""
+        status = to_int(status_raw)
+        request_ms = to_ms(request_raw, self.layout.request_scale) if request_raw is not None else UNKNOWN
+        stats.requests += count
+        stats.request_hist[(UNKNOWN if status is None else status, request_ms)] += count
+        return request_ms
+
+    def add_upstreams(
+        self,
+        stats: LogStats,
+        status_raw: str | None,
+        addr: str | None,
+        ustatus_raw: str | None,
+        utime_raw: str | None,
+        attempts_raw: str | None,
+        count: int,
+    ) -> tuple[list[tuple[str, int, int]], int]:
+        """Attempt and attempts-per-request histograms; returns (attempts, Envoy's upstream ms or UNKNOWN)."""
+        status = to_int(status_raw)
+        upstreams: list[tuple[str, int, int]] = []
+        attempts: int | None = None
+        upstream_ms = UNKNOWN
+        if self.is_envoy:
+            upstream_ms = to_ms(utime_raw, self.layout.upstream_scale) if utime_raw is not None else UNKNOWN
+            if addr is not None and addr != "-":
+                upstreams = [(addr, UNKNOWN if status is None else status, upstream_ms)]
+            if self.has_attempts:
+                attempts = to_int(attempts_raw)
+        elif self.has_upstream and addr is not None and addr != "-":
+            upstreams = self._nginx_attempts(status, addr, ustatus_raw, utime_raw)
+            attempts = len(upstreams) or None
+        elif self.has_upstream:
+            attempts = 0
+        for attempt in upstreams:
+            stats.attempt_hist[attempt] += count
+        if attempts is not None:
+            stats.attempts_hist[attempts] += count
+        return upstreams, upstream_ms
+
+    def _nginx_attempts(
+        self, status: int | None, addr: str, ustatus_raw: str | None, utime_raw: str | None
+    ) -> list[tuple[str, int, int]]:
+        """(address, status, ms) per upstream try from nginx's multi-value fields; [] when they do not line up."""
+        addrs = MULTI_SPLIT.split(addr)
+        if self.has_ustatus and ustatus_raw is not None:
+            statuses = [UNKNOWN if (v := to_int(s)) is None else v for s in MULTI_SPLIT.split(ustatus_raw)]
+        else:
+            statuses = [UNKNOWN if status is None else status] * len(addrs)
+        if self.has_utime and utime_raw is not None:
+            times = [to_ms(t, self.layout.upstream_scale) for t in MULTI_SPLIT.split(utime_raw)]
+        else:
+            times = [UNKNOWN] * len(addrs)
+        if not len(addrs) == len(statuses) == len(times):
+            return []
+        return list(zip(addrs, statuses, times, strict=True))
+
+    def second(self, time_raw: str | None) -> int:
+        """Epoch second of the time field, NO_TIME when absent or unparsable."""
+        kind = self.layout.time_kind
+        return parse_time(kind, time_raw) if kind and time_raw is not None else NO_TIME
+
+    def add_timeline(
+        self, stats: LogStats, time_raw: str | None, status_raw: str | None, addr: str | None, flags: str | None,
+        count: int,
+    ) -> None:
+        """Per-minute counts by status class and signature."""
+        status = to_int(status_raw)
+        signature, _ = self.signature(status, addr, flags)
+        stats.add_timeline(self.second(time_raw), status_class(status), signature, count)
+
+    def add_events(
+        self, stats: LogStats, time_raw: str | None, status_raw: str | None, addr: str | None, flags: str | None,
+        count: int,
+    ) -> None:
+        """Failure events per (signature, subject, second)."""
+        signature, subject = self.signature(to_int(status_raw), addr, flags)
+        if signature is not None:
+            stats.count_event(signature, subject, self.second(time_raw), count)
+
+    def add_durations(
+        self, stats: LogStats, status_raw: str | None, addr: str | None, flags: str | None, request_raw: str | None,
+        count: int,
+    ) -> None:
+        """Durations of failing requests (for timeout inference)."""
+        signature, _ = self.signature(to_int(status_raw), addr, flags)
+        request_ms = to_ms(request_raw, self.layout.request_scale) if request_raw is not None else UNKNOWN
+        if signature is not None and request_ms != UNKNOWN:
+            stats.sig_durations[(signature, request_ms)] += count
+
+    def add_example(
+        self, stats: LogStats, status_raw: str | None, addr: str | None, flags: str | None, line: str
+    ) -> None:
+        """Keep a failing line as an example."""
+        signature, subject = self.signature(to_int(status_raw), addr, flags)
+        if signature is not None:
+            stats.add_example(signature, subject, line)
+
+    def add_line(self, stats: LogStats, get: Callable[[str], str | None], line: str) -> None:
+        """Everything one line contributes, from a getter of its raw role strings."""
+        time_raw, status_raw, addr, flags = get(ROLE_TIME), get(ROLE_STATUS), get(ROLE_UPSTREAM), get(ROLE_FLAGS)
+        request_raw = get(ROLE_REQUEST_TIME)
+        self.add_counts(stats, status_raw, request_raw, addr, get(ROLE_UPSTREAM_STATUS), get(ROLE_UPSTREAM_TIME),
+                        get(ROLE_ATTEMPTS), 1)
+        self.add_timeline(stats, time_raw, status_raw, addr, flags, 1)
+        if self.may_fail(status_raw, flags):
+            self.add_events(stats, time_raw, status_raw, addr, flags, 1)
+            self.add_durations(stats, status_raw, addr, flags, request_raw, 1)
+            self.add_example(stats, status_raw, addr, flags, line)
+
+    def may_fail(self, status_raw: str | None, flags: str | None) -> bool:
+        """Cheap superset test of "has a signature" (the polars engine filters with the same condition)."""
+        if self.is_envoy:
+            return (flags is not None and flags != "-") or status_raw == "0"
+        return status_raw in NGINX_FAILING_STATUSES
+
+
+class AccessFormat(LineFormat):
+    """An access log in a compiled layout."""
+
+    def __init__(self, name: str, layout: AccessLayout) -> None:
+        self.name = name
+        self.layout = layout
+
+    def parse(self, source: LogSource, stats: LogStats, options: ParseOptions) -> None:
+        """Parse with polars when chosen and able, else line by line in Python."""
+        stats.source = source.name
+        if use_polars(source, options):
+            from infradoctor.logs.formats.access_polars import parse_access_polars
+
+            if parse_access_polars(source, self.layout, stats):
+                stats.engines["polars"] += 1
+                return
+        stats.engines["python"] += 1
+        super().parse(source, stats, options)
+
+    def handler(self, stats: LogStats, source_name: str) -> LineHandler:
+        """A line handler for this layout."""
+        match = self.layout.line_regex().match
+        decoder = RequestDecoder(self.layout)
+
+        def handle(line: str) -> bool:
+            found = match(line)
+            if found is None:
+                return False
+            decoder.add_line(stats, found.groupdict().get, line)
+            return True
+
+        return handle
+
+    def sniff(self, lines: Sequence[str]) -> float:
+        """Share of lines matching the layout's full-line expression."""
+        if not lines:
+            return 0.0
+        match = self.layout.line_regex().match
+        return sum(1 for line in lines if match(line)) / len(lines)
+
+
+def use_polars(source: LogSource, options: ParseOptions) -> bool:
+    """Whether the polars engine should parse this file."""
+    if options.engine == "python":
+        return False
+    if options.engine == "auto" and source.size_bytes < options.polars_min_bytes:
+        return False
+    from infradoctor.logs.formats.access_polars import polars_available
+
+    return polars_available()

@@ -1,0 +1,321 @@
+"""The fast access-log engine: polars splits lines on ``"``, extracts the raw fields, and groups them.
+
+Measured on this class of machine (shared/reference/log-parsing-measured.md): splitting on ``"`` with a field-count
+guard, a regex only on short unquoted segments, and group-by runs at 2-3x the best pure-Python loop. Here polars does
+only that: every query groups *raw field strings* and counts them; the groups (distinct values, not lines) are then
+decoded by the same :class:`RequestDecoder` the Python engine uses line by line, so both engines agree by
+construction.
+
+The file is handed to polars in chunks of :data:`CHUNK_BYTES` whole lines: polars holds memory in proportion to its
+input, so this keeps peak RSS flat whatever the file size. Per chunk, one scan feeds every query (requests,
+upstream attempts, router time, timeline with failing upstreams, totals, and example lines in the first chunks);
+a later chunk is scanned again only when a new kind of failure first appears in it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from infradoctor.logs.formats.access import NGINX_FAILING_STATUSES, RequestDecoder, to_int
+from infradoctor.logs.formats.layout import (
+    ROLE_ATTEMPTS,
+    ROLE_FLAGS,
+    ROLE_REQUEST_TIME,
+    ROLE_STATUS,
+    ROLE_TIME,
+    ROLE_UPSTREAM,
+    ROLE_UPSTREAM_STATUS,
+    ROLE_UPSTREAM_TIME,
+    TIME_EPOCH,
+    TIME_ISO,
+    TIME_LOCAL,
+    AccessLayout,
+    Var,
+    tokens_regex,
+)
+from infradoctor.logs.source import NOTE_TRUNCATED, SKIP_MISMATCH, SKIP_TOO_LONG, LogSource, open_binary
+from infradoctor.logs.stats import MAX_EXAMPLES, LogStats
+
+CHUNK_BYTES = 8 << 20
+"""Bytes of whole lines handed to polars at a time."""
+COMPACT_EVERY = 16
+"""Re-aggregate the per-chunk group tables every this many chunks (bounds memory on long files)."""
+MAX_LINE_CHUNKS = 4
+"""A "line" longer than this many chunks (no newline at all) is dropped as ``line_too_long``."""
+MAX_EXAMPLE_SCANS = 4
+"""Chunks re-scanned for example lines at most, per file (a new failing (kind, upstream) triggers a scan)."""
+
+_ROLES = (ROLE_TIME, ROLE_STATUS, ROLE_REQUEST_TIME, ROLE_UPSTREAM, ROLE_UPSTREAM_STATUS, ROLE_UPSTREAM_TIME,
+          ROLE_FLAGS, ROLE_ATTEMPTS)
+# Group keys (raw strings, columns named after roles) of the queries that see every line. Few keys per query keep
+# the number of distinct groups (and so the Python decoding) small.
+_REQUEST_KEYS = (ROLE_STATUS, ROLE_REQUEST_TIME)
+_UPSTREAM_KEYS = (ROLE_STATUS, ROLE_UPSTREAM, ROLE_UPSTREAM_STATUS, ROLE_UPSTREAM_TIME, ROLE_ATTEMPTS)
+_OVERHEAD_KEYS = ("overhead_ms",)
+_TIMELINE_KEYS = ("tkey", ROLE_STATUS, "fail_addr", ROLE_FLAGS, "fail_request")
+_KEYS = {"requests": _REQUEST_KEYS, "upstreams": _UPSTREAM_KEYS, "overhead": _OVERHEAD_KEYS,
+         "timeline": _TIMELINE_KEYS}
+_INDEX = {name: index for index, name in enumerate([*_KEYS, "totals"])}
+EXAMPLE_CHUNKS = 2
+"""The first chunks also return example lines from the shared scan; later ones re-scan only on a new failure."""
+
+
+def polars_available() -> bool:
+    """True when polars can be imported."""
+    try:
+        import polars  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def parse_access_polars(source: LogSource, layout: AccessLayout, stats: LogStats) -> bool:
+    """Parse one access-log file into ``stats``; False (nothing counted) when polars is not installed."""
+    try:
+        import polars as pl
+    except ImportError:
+        return False
+    decoder = RequestDecoder(layout)
+    plan = _Plan(pl, layout)
+    parts: dict[str, list[Any]] = {name: [] for name in _KEYS}
+    rows = blank = 0
+    try:
+        for index, chunk in enumerate(_chunks(source, stats)):
+            with_examples = index < EXAMPLE_CHUNKS
+            frames = pl.collect_all(plan.queries(chunk, with_examples), engine="streaming")
+            for name in _KEYS:
+                parts[name].append(frames[_INDEX[name]])
+            totals = frames[_INDEX["totals"]].row(0)
+            rows += int(totals[0] or 0)
+            blank += int(totals[1] or 0)
+            if (index + 1) % COMPACT_EVERY == 0:
+                parts = {name: [_sum(pl, pieces, _KEYS[name])] for name, pieces in parts.items()}
+            if with_examples:
+                plan.take_examples(frames[-1], decoder, stats)
+            else:
+                plan.collect_examples(chunk, frames[_INDEX["timeline"]], decoder, stats)
+    except (pl.exceptions.PolarsError, OSError, EOFError, ValueError, RuntimeError) as exc:
+        stats.skip("read_error", 1, f"{source.name}: stopped reading ({type(exc).__name__}: {exc}); "
+                   "lines before the error are counted")
+    tables = {name: _sum(pl, pieces, _KEYS[name]) if pieces else None for name, pieces in parts.items()}
+    parsed = _merge(decoder, tables, stats)
+    stats.lines += rows
+    stats.parsed += parsed
+    mismatched = rows - blank - parsed
+    if mismatched > 0:
+        stats.skip(SKIP_MISMATCH, mismatched)
+    return True
+
+
+def _chunks(source: LogSource, stats: LogStats) -> Iterator[bytes]:
+    """Chunks of whole lines, decompressed; counts bytes; a last line without newline is noted."""
+    with open_binary(source) as fh:
+        carry = b""
+        while True:
+            data = fh.read(CHUNK_BYTES)
+            if not data:
+                break
+            stats.bytes += len(data)
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:  # no newline in a whole chunk: part of one huge line
+                carry += data
+                if len(carry) > MAX_LINE_CHUNKS * CHUNK_BYTES:
+                    stats.lines += 1
+                    stats.skip(SKIP_TOO_LONG)
+                    carry = b""
+                continue
+            chunk = carry + data[:cut] if carry else data[:cut]
+            carry = data[cut:]
+            yield chunk
+        if carry:
+            stats.note(NOTE_TRUNCATED)
+            yield carry + b"\n"  # counted as a line like the Python engine does
+
+
+class _Plan:
+    """The polars expressions for one layout, applied to each chunk."""
+
+    def __init__(self, pl: Any, layout: AccessLayout) -> None:
+        self.pl = pl
+        segments = layout.segments()
+        n = len(segments)
+        self.columns = [f"c{i}" for i in range(n + 1)]
+        # The guard: the last non-empty column present and the extra one absent (a stray quote shifts columns).
+        last = n - 1 if segments[-1] else n - 2
+        ok = pl.col(f"c{max(last, 0)}").is_not_null() & pl.col(f"c{n}").is_null()
+        fields: dict[str, Any] = {}
+        for index, segment in enumerate(segments):
+            roles = [t.role for t in segment if isinstance(t, Var) and t.role and t.role not in fields]
+            if not roles:
+                continue
+            column = pl.col(f"c{index}")
+            if len(segment) == 1:
+                fields[roles[0]] = column
+                continue
+            pattern = "^" + tokens_regex(segment, frozenset(roles)) + "$"
+            if len(roles) == 1:
+                fields[roles[0]] = column.str.extract(pattern, 1)
+            else:
+                groups = column.str.extract_groups(pattern)
+                for role in roles:
+                    fields[role] = groups.struct.field(role)
+            ok = ok & fields[roles[0]].is_not_null()  # the segment matched, as the full-line regex must
+        self.ok = ok
+        self.select = {role: fields.get(role, pl.lit(None, pl.String)) for role in _ROLES}
+        status, flags = pl.col(ROLE_STATUS), pl.col(ROLE_FLAGS)
+        if layout.router == "envoy":
+            self.may_fail = (flags.is_not_null() & (flags != "-")) | (status == "0")
+        else:
+            self.may_fail = status.is_in(list(NGINX_FAILING_STATUSES))
+        # Timeline key: the second of failing requests (incidents need it), the minute of the others (so the
+        # number of groups follows the minutes in the file, not its lines).
+        self.tkey = pl.when(self.may_fail).then(self._second_key(layout)).otherwise(self._minute_key(layout))
+        self.blank = pl.col("c0").is_null() & pl.col("c1").is_null()
+        self.line = pl.concat_str([pl.col(c).fill_null("") for c in self.columns[:n]], separator='"')
+        self.overhead = self._overhead(layout, fields)
+        self.example_keys: set[tuple[str | None, str]] = set()
+        self.example_scans = 0
+
+    def _second_key(self, layout: AccessLayout) -> Any:
+        """The time field cut to the second (UTC ISO times lose their fraction)."""
+        pl = self.pl
+        text = pl.col(ROLE_TIME)
+        if layout.time_kind == TIME_ISO:
+            return pl.when(text.str.ends_with("Z")).then(text.str.slice(0, 19) + pl.lit("Z")).otherwise(text)
+        return text
+
+    def _minute_key(self, layout: AccessLayout) -> Any:
+        """The time field with its seconds set to 00, in the same format (parse_time reads both)."""
+        pl = self.pl
+        text = pl.col(ROLE_TIME)
+        if layout.time_kind == TIME_LOCAL:  # 29/Nov/2026:10:00:SS +0000
+            return pl.concat_str([text.str.slice(0, 18), pl.lit("00"), text.str.slice(20)])
+        if layout.time_kind == TIME_ISO:  # 2026-11-29T10:00:SS[.fff](Z|+hh:mm)
+            tail = pl.when(text.str.ends_with("Z")).then(pl.lit("Z")).otherwise(text.str.slice(19))
+            return pl.concat_str([text.str.slice(0, 17), pl.lit("00"), tail])
+        if layout.time_kind == TIME_EPOCH:
+            return ((text.cast(pl.Float64, strict=False) // 60) * 60).cast(pl.Int64, strict=False).cast(pl.String)
+        return text
+
+    def _overhead(self, layout: AccessLayout, fields: dict[str, Any]) -> Any:
+        """Request ms minus upstream ms for single-attempt requests, as RequestDecoder.add_counts computes it."""
+        pl = self.pl
+
+        def ms(role: str, scale: float) -> Any:
+            value = pl.col(role).cast(pl.Float64, strict=False)
+            exact = (value * scale).round(0, mode="half_to_even").cast(pl.Int64, strict=False)
+            return pl.when((value >= 0) & (value <= 1e12)).then(exact).otherwise(None)
+
+        if ROLE_REQUEST_TIME not in fields or ROLE_UPSTREAM not in fields or ROLE_UPSTREAM_TIME not in fields:
+            return pl.lit(None, pl.Int64)
+
+        def single(role: str) -> Any:
+            column = pl.col(role)
+            return ~column.str.contains(", ", literal=True) & ~column.str.contains(" : ", literal=True)
+
+        addr = pl.col(ROLE_UPSTREAM)
+        one = addr.is_not_null() & (addr != "-")
+        if layout.router == "nginx":
+            one = one & single(ROLE_UPSTREAM) & single(ROLE_UPSTREAM_TIME)
+            if ROLE_UPSTREAM_STATUS in fields:
+                one = one & single(ROLE_UPSTREAM_STATUS)
+        difference = ms(ROLE_REQUEST_TIME, layout.request_scale) - ms(ROLE_UPSTREAM_TIME, layout.upstream_scale)
+        return pl.when(one).then(difference.clip(lower_bound=0)).otherwise(None)
+
+    def scan(self, chunk: bytes) -> Any:
+        """The chunk split on ``"`` into string columns (one extra column for the guard)."""
+        return self.pl.scan_csv(
+            chunk,
+            separator='"',
+            quote_char=None,
+            has_header=False,
+            schema=dict.fromkeys(self.columns, self.pl.String),
+            truncate_ragged_lines=True,
+            encoding="utf8-lossy",
+            missing_columns="insert",
+            raise_if_empty=False,
+        )
+
+    def queries(self, chunk: bytes, with_examples: bool) -> list[Any]:
+        """Request, upstream, router-time, timeline and totals of one chunk, and examples when asked.
+
+        One scan is shared by all.
+        """
+        pl = self.pl
+        raw = self.columns[:-1] if with_examples else []
+        frame = self.scan(chunk).select(*raw, ok=self.ok, blank=self.blank, **self.select)
+        parsed = frame.filter(pl.col("ok")).with_columns(tkey=self.tkey)
+        fail_addr = pl.when(self.may_fail).then(pl.col(ROLE_UPSTREAM)).otherwise(None)
+        fail_request = pl.when(self.may_fail).then(pl.col(ROLE_REQUEST_TIME)).otherwise(None)
+        return [
+            parsed.group_by(*_REQUEST_KEYS).agg(n=pl.len()),
+            parsed.group_by(*_UPSTREAM_KEYS).agg(n=pl.len()),
+            parsed.select(overhead_ms=self.overhead).drop_nulls().group_by(*_OVERHEAD_KEYS).agg(n=pl.len()),
+            parsed.with_columns(fail_addr=fail_addr, fail_request=fail_request)
+            .group_by(*_TIMELINE_KEYS).agg(n=pl.len()),
+            frame.select(rows=pl.len(), blank=pl.col("blank").sum()),
+        ] + ([self._examples(parsed)] if with_examples else [])
+
+    def _examples(self, parsed: Any) -> Any:
+        return (
+            parsed.filter(self.may_fail)
+            .group_by(ROLE_STATUS, ROLE_UPSTREAM, ROLE_FLAGS, maintain_order=True)
+            .agg(lines=self.line.head(MAX_EXAMPLES))
+        )
+
+    def take_examples(self, found: Any, decoder: RequestDecoder, stats: LogStats) -> None:
+        """Keep example lines of (kind, upstream) groups from an examples frame."""
+        for status, addr, flags, lines in found.iter_rows():
+            key = decoder.signature(to_int(status), addr, flags)
+            if key[0] is None:
+                continue
+            self.example_keys.add(key)
+            for line in lines:
+                decoder.add_example(stats, status, addr, flags, line)
+
+    def collect_examples(self, chunk: bytes, timeline: Any, decoder: RequestDecoder, stats: LogStats) -> None:
+        """Example lines for failing groups first seen in this chunk (a second scan only of such chunks)."""
+        pl = self.pl
+        wanted: set[tuple[str | None, str]] = set()
+        if self.example_scans >= MAX_EXAMPLE_SCANS:
+            return
+        for _tkey, status, addr, flags, _request, _n in timeline.iter_rows():
+            if not decoder.may_fail(status, flags):
+                continue
+            key = decoder.signature(to_int(status), addr, flags)
+            if key[0] is not None and key not in self.example_keys:
+                wanted.add(key)
+        if not wanted:
+            return
+        self.example_scans += 1
+        frame = self.scan(chunk).select(*self.columns[:-1], ok=self.ok, **self.select).filter(pl.col("ok"))
+        self.take_examples(self._examples(frame).collect(), decoder, stats)
+
+
+def _sum(pl: Any, pieces: list[Any], keys: tuple[str, ...]) -> Any:
+    """Per-chunk group tables summed into one."""
+    frame = pieces[0] if len(pieces) == 1 else pl.concat(pieces, how="vertical_relaxed")
+    return frame.group_by(*keys).agg(pl.col("n").sum())
+
+
+def _rows(frame: Any) -> Any:
+    return frame.iter_rows() if frame is not None else ()
+
+
+def _merge(decoder: RequestDecoder, tables: dict[str, Any], stats: LogStats) -> int:
+    """Decode the group tables into ``stats``; returns the number of parsed lines."""
+    parsed = 0
+    for status, request, n in _rows(tables["requests"]):
+        parsed += n
+        decoder.add_request_time(stats, status, request, n)
+    for status, addr, ustatus, utime, attempts, n in _rows(tables["upstreams"]):
+        decoder.add_upstreams(stats, status, addr, ustatus, utime, attempts, n)
+    for overhead_ms, n in _rows(tables["overhead"]):
+        stats.overhead_hist[overhead_ms] += n
+    for tkey, status, fail_addr, flags, fail_request, n in _rows(tables["timeline"]):
+        decoder.add_timeline(stats, tkey, status, fail_addr, flags, n)
+        if decoder.may_fail(status, flags):
+            decoder.add_events(stats, tkey, status, fail_addr, flags, n)
+            decoder.add_durations(stats, status, fail_addr, flags, fail_request, n)
+    return parsed

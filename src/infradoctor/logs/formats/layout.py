@@ -1,0 +1,325 @@
+r"""Access-log format strings compiled to parsers: nginx ``log_format`` and Envoy access-log format strings.
+
+A format string is split into literals and variables. Variables the analysis needs get a *role* (time, status,
+request time, upstream address/status/time, Envoy flags, attempts); the rest are matched and ignored. The layout
+gives two equivalent parsers:
+
+- a full-line regular expression (the pure-Python engine, one ``re.match`` per line), and
+- per-column extractions after splitting the line on ``"`` (the polars engine): the text between quotes is one
+  column, a variable alone between quotes is taken as is, and only short unquoted segments need a regex.
+
+Splitting on ``"`` is safe for nginx, which escapes ``"`` inside values as ``\\x22``; a line with a stray quote
+has the wrong number of columns and is counted as a format mismatch by both engines.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from functools import lru_cache
+
+from infradoctor.logs.stats import NO_TIME
+
+ROLE_TIME = "time"
+ROLE_STATUS = "status"
+ROLE_REQUEST_TIME = "request_time"
+ROLE_UPSTREAM = "upstream"
+ROLE_UPSTREAM_STATUS = "upstream_status"
+ROLE_UPSTREAM_TIME = "upstream_time"
+ROLE_FLAGS = "flags"
+ROLE_ATTEMPTS = "attempts"
+
+TIME_LOCAL = "local"
+"""``29/Nov/2026:10:00:00 +0000`` (nginx ``$time_local``)."""
+TIME_ISO = "iso"
+"""``2026-11-29T10:00:00+00:00`` or ``2026-11-29T10:00:00.123Z`` (nginx ``$time_iso8601``, Envoy START_TIME)."""
+TIME_EPOCH = "epoch"
+"""``1795946400.123`` (nginx ``$msec``)."""
+
+NGINX_COMBINED = (
+    '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" '
+    '"$http_user_agent"'
+)
+"""nginx's built-in ``combined`` format (the default)."""
+NGINX_UPSTREAM_TIME = (
+    NGINX_COMBINED + ' rt=$request_time uct="$upstream_connect_time" uht="$upstream_header_time" '
+    'urt="$upstream_response_time"'
+)
+"""The ``upstream_time`` format from nginx's blog on logging upstream timings."""
+NGINX_UPSTREAM_FULL = NGINX_UPSTREAM_TIME + ' ua="$upstream_addr" us="$upstream_status"'
+"""``upstream_time`` plus the upstream address and status, which per-upstream tables need."""
+NGINX_INGRESS = (
+    NGINX_COMBINED + " $request_length $request_time [$proxy_upstream_name] [$proxy_alternative_upstream_name] "
+    "$upstream_addr $upstream_response_length $upstream_response_time $upstream_status $req_id"
+)
+"""Kubernetes ingress-nginx's default ``log-format-upstream``."""
+NGINX_PRESETS: dict[str, str] = {
+    "upstream_full": NGINX_UPSTREAM_FULL,
+    "ingress": NGINX_INGRESS,
+    "upstream_time": NGINX_UPSTREAM_TIME,
+    "combined": NGINX_COMBINED,
+}
+"""Formats tried when sniffing nginx access logs, most specific first."""
+
+ENVOY_DEFAULT = (
+    '[%START_TIME%] "%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% %PROTOCOL%" %RESPONSE_CODE% '
+    '%RESPONSE_FLAGS% %BYTES_RECEIVED% %BYTES_SENT% %DURATION% %RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)% '
+    '"%REQ(X-FORWARDED-FOR)%" "%REQ(USER-AGENT)%" "%REQ(X-REQUEST-ID)%" "%REQ(:AUTHORITY)%" "%UPSTREAM_HOST%"'
+)
+"""Envoy's default access-log format."""
+
+# nginx variable -> (role, time kind or scale to milliseconds)
+_NGINX_ROLES: dict[str, tuple[str, str | float]] = {
+    "time_local": (ROLE_TIME, TIME_LOCAL),
+    "time_iso8601": (ROLE_TIME, TIME_ISO),
+    "msec": (ROLE_TIME, TIME_EPOCH),
+    "status": (ROLE_STATUS, 1.0),
+    "request_time": (ROLE_REQUEST_TIME, 1000.0),
+    "upstream_addr": (ROLE_UPSTREAM, 1.0),
+    "upstream_status": (ROLE_UPSTREAM_STATUS, 1.0),
+    "upstream_response_time": (ROLE_UPSTREAM_TIME, 1000.0),
+}
+_NGINX_MULTI = {"upstream_addr", "upstream_status", "upstream_response_time", "upstream_connect_time",
+                "upstream_header_time", "upstream_response_length", "upstream_bytes_received",
+                "upstream_bytes_sent", "upstream_cache_status"}
+_NGINX_SPACEY = {"time_local", "request", "http_user_agent", "http_referer", "request_uri", "args",
+                 "query_string", "http_cookie", "sent_http_content_type"}
+_ENVOY_ROLES: dict[str, tuple[str, str | float]] = {
+    "START_TIME": (ROLE_TIME, TIME_ISO),
+    "RESPONSE_CODE": (ROLE_STATUS, 1.0),
+    "RESPONSE_FLAGS": (ROLE_FLAGS, 1.0),
+    "DURATION": (ROLE_REQUEST_TIME, 1.0),
+    "RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)": (ROLE_UPSTREAM_TIME, 1.0),
+    "UPSTREAM_HOST": (ROLE_UPSTREAM, 1.0),
+    "UPSTREAM_REQUEST_ATTEMPT_COUNT": (ROLE_ATTEMPTS, 1.0),
+}
+_ENVOY_SPACEY = {"REQ(USER-AGENT)", "REQ(REFERER)"}
+
+MULTI_VALUE = r'[^ ",]*(?:(?:, | : )[^ ",]*)*'
+"""An nginx multi-value field: values joined by ``, `` (next upstream) or `` : `` (internal redirect)."""
+MULTI_SPLIT = re.compile(r", | : ")
+
+
+@dataclass(frozen=True)
+class Var:
+    """One variable of a format string."""
+
+    name: str
+    """As written, without ``$`` or ``%``: ``upstream_addr``, ``RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)``."""
+    role: str | None
+    """What the analysis uses it for, or None."""
+    pattern: str
+    """Regular expression for its value (no groups)."""
+
+
+Token = str | Var
+
+
+class FormatError(ValueError):
+    """A format string that cannot be compiled (unbalanced quotes, no variables)."""
+
+
+@dataclass(frozen=True)
+class AccessLayout:
+    """A compiled access-log format."""
+
+    router: str
+    """``nginx`` or ``envoy``: decides how signatures are read from the fields."""
+    format_string: str
+    """The format as given."""
+    tokens: tuple[Token, ...]
+    """Literals and variables in order."""
+    time_kind: str | None
+    """How to parse the time role (TIME_LOCAL, TIME_ISO, TIME_EPOCH), None without a time variable."""
+    request_scale: float
+    """Multiplier from the request-time field to milliseconds."""
+    upstream_scale: float
+    """Multiplier from the upstream-time field to milliseconds."""
+
+    @property
+    def roles(self) -> frozenset[str]:
+        """Roles present in the format."""
+        return frozenset(t.role for t in self.tokens if isinstance(t, Var) and t.role)
+
+    def segments(self) -> list[list[Token]]:
+        """Tokens split at every ``"`` in the literals: segment *i* is column *i* after splitting a line on ``"``."""
+        out: list[list[Token]] = [[]]
+        for token in self.tokens:
+            if isinstance(token, Var):
+                out[-1].append(token)
+                continue
+            pieces = token.split('"')
+            for index, piece in enumerate(pieces):
+                if index:
+                    out.append([])
+                if piece:
+                    out[-1].append(piece)
+        return out
+
+    def with_time_kind(self, kind: str) -> AccessLayout:
+        """The same layout reading its time field as ``kind``."""
+        return replace(self, time_kind=kind)
+
+    def line_regex(self) -> re.Pattern[str]:
+        """Full-line regular expression; each role is a named group (its first occurrence)."""
+        return re.compile("^" + tokens_regex(self.tokens) + "$")
+
+
+def tokens_regex(tokens: list[Token] | tuple[Token, ...], capture: frozenset[str] | None = None) -> str:
+    """Regex text for a token sequence; roles (all, or those in ``capture``) become named groups once each."""
+    parts: list[str] = []
+    seen: set[str] = set()
+    for token in tokens:
+        if isinstance(token, str):
+            parts.append(re.escape(token))
+            continue
+        if token.role and token.role not in seen and (capture is None or token.role in capture):
+            seen.add(token.role)
+            parts.append(f"(?P<{token.role}>{token.pattern})")
+        else:
+            parts.append(f"(?:{token.pattern})")
+    return "".join(parts)
+
+
+_NGINX_VAR = re.compile(r"\$(?:\{([A-Za-z0-9_]+)\}|([A-Za-z0-9_]+))")
+_ENVOY_VAR = re.compile(r"%([A-Z0-9_]+(?:\([^)%]*\))?(?::\d+)?)%")
+
+
+def compile_nginx(format_string: str) -> AccessLayout:
+    """Compile an nginx ``log_format`` string (the part after the name, quotes of the config removed).
+
+    Raises:
+        FormatError: no variables, or an odd number of literal ``"`` (columns would not line up).
+    """
+    tokens: list[Token] = []
+    pos = 0
+    quoted = False
+    for match in _NGINX_VAR.finditer(format_string):
+        literal = format_string[pos:match.start()]
+        if literal:
+            tokens.append(literal)
+            quoted ^= literal.count('"') % 2 == 1
+        name = match.group(1) or match.group(2)
+        role, _ = _NGINX_ROLES.get(name, (None, 1.0))
+        tokens.append(Var(name, role, _nginx_pattern(name, quoted)))
+        pos = match.end()
+    if format_string[pos:]:
+        tokens.append(format_string[pos:])
+    return _layout("nginx", format_string, tokens, _NGINX_ROLES)
+
+
+def _nginx_pattern(name: str, quoted: bool) -> str:
+    if quoted:
+        return '[^"]*'
+    if name in _NGINX_MULTI:
+        return MULTI_VALUE
+    if name in _NGINX_SPACEY:
+        return '[^"]*?'
+    return '[^ "]*'
+
+
+def compile_envoy(format_string: str = ENVOY_DEFAULT) -> AccessLayout:
+    """Compile an Envoy access-log format string (``%COMMAND%`` operators; trailing newline optional).
+
+    Raises:
+        FormatError: no operators or unbalanced quotes.
+    """
+    text = format_string.rstrip("\n")
+    tokens: list[Token] = []
+    pos = 0
+    quoted = False
+    for match in _ENVOY_VAR.finditer(text):
+        literal = text[pos:match.start()]
+        if literal:
+            tokens.append(literal)
+            quoted ^= literal.count('"') % 2 == 1
+        name = match.group(1)
+        base = name.split(":")[0] if not name.startswith(("REQ(", "RESP(")) else name.rsplit(")", 1)[0] + ")"
+        role, _ = _ENVOY_ROLES.get(base, _ENVOY_ROLES.get(base.split("(")[0], (None, 1.0)))
+        if quoted:
+            pattern = '[^"]*'
+        elif base in _ENVOY_SPACEY:
+            pattern = '[^"]*?'
+        else:
+            pattern = '[^ "]*'
+        tokens.append(Var(name, role, pattern))
+        pos = match.end()
+    if text[pos:]:
+        tokens.append(text[pos:])
+    return _layout("envoy", format_string, tokens, _ENVOY_ROLES)
+
+
+def _tighten(tokens: list[Token]) -> list[Token]:
+    """Make a lazy ``[^"]*?`` before a literal starting with X (not a space) the greedy ``[^"X]*``.
+
+    It is the same match without backtracking (``[$time_local]`` matches twice as fast).
+    """
+    out = list(tokens)
+    for index, token in enumerate(out[:-1]):
+        following = out[index + 1]
+        if isinstance(token, Var) and token.pattern == '[^"]*?' and isinstance(following, str) and following[0] != " ":
+            out[index] = Var(token.name, token.role, f'[^"{re.escape(following[0])}]*')
+    return out
+
+
+def _layout(
+    router: str, format_string: str, tokens: list[Token], table: dict[str, tuple[str, str | float]]
+) -> AccessLayout:
+    if not any(isinstance(t, Var) for t in tokens):
+        raise FormatError(f"{router} log format has no variables: {format_string!r}")
+    quotes = sum(t.count('"') for t in tokens if isinstance(t, str))
+    if quotes % 2:
+        raise FormatError(f"{router} log format has an odd number of quotes: {format_string!r}")
+    tokens = _tighten(tokens)
+    time_kind: str | None = None
+    request_scale = upstream_scale = 1.0
+    for token in tokens:
+        if not isinstance(token, Var) or token.role is None:
+            continue
+        key = token.name if token.name in table else token.name.split("(")[0]
+        _, extra = table.get(key, (token.role, 1.0))
+        if token.role == ROLE_TIME and time_kind is None:
+            time_kind = str(extra)
+        elif token.role == ROLE_REQUEST_TIME:
+            request_scale = float(extra)
+        elif token.role == ROLE_UPSTREAM_TIME:
+            upstream_scale = float(extra)
+    return AccessLayout(router, format_string, tuple(tokens), time_kind, request_scale, upstream_scale)
+
+
+# --- time parsing (Python engine; the polars engine computes the same in expressions) ------------------------
+
+_MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov",
+                                        "Dec"), start=1)}
+_ISO_OFFSET = re.compile(r"([+-])(\d\d):?(\d\d)$")
+
+
+@lru_cache(maxsize=4096)
+def parse_time(kind: str, text: str) -> int:
+    """Epoch second of a timestamp of the given kind, NO_TIME when it does not parse."""
+    try:
+        if kind == TIME_LOCAL:  # 29/Nov/2026:10:00:00 +0000
+            base = datetime(int(text[7:11]), _MONTHS[text[3:6]], int(text[0:2]), int(text[12:14]), int(text[15:17]),
+                            int(text[18:20]), tzinfo=timezone.utc)
+            return int(base.timestamp()) - _offset_seconds(text[21:26])
+        if kind == TIME_ISO:
+            base = datetime(int(text[0:4]), int(text[5:7]), int(text[8:10]), int(text[11:13]), int(text[14:16]),
+                            int(text[17:19]), tzinfo=timezone.utc)
+            if text[10] not in "T ":
+                return NO_TIME
+            offset = _ISO_OFFSET.search(text[19:])
+            return int(base.timestamp()) - (_offset_seconds("".join(offset.groups())) if offset else 0)
+        if kind == TIME_EPOCH:
+            return int(float(text))
+    except (ValueError, KeyError, IndexError, OverflowError):
+        return NO_TIME
+    return NO_TIME
+
+
+def _offset_seconds(text: str) -> int:
+    """``+0130`` -> 5400."""
+    if len(text) != 5 or text[0] not in "+-" or not text[1:].isdigit():
+        raise ValueError(text)
+    seconds = int(text[1:3]) * 3600 + int(text[3:5]) * 60
+    return seconds if text[0] == "+" else -seconds

@@ -1,0 +1,56 @@
+"""Shared by the signature rules: one finding per signature family, with its incidents as evidence."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from infradoctor.findings import Finding, Severity, make_finding
+from infradoctor.logs.evidence import Incident, LogsEvidence, iso
+from infradoctor.logs.signatures import BY_ID
+
+MAX_LISTED_INCIDENTS = 5
+"""Incidents listed in a finding's evidence (all of them are in ``metrics.incidents``)."""
+
+
+def incident_summary(incidents: Sequence[Incident]) -> dict[str, object]:
+    """Evidence common to signature findings: totals, subjects, first/last time, the largest windows."""
+    subjects: Counter[str] = Counter()
+    for incident in incidents:
+        subjects[incident.subject] += incident.count
+    starts = [i.start_s for i in incidents if i.start_s is not None]
+    ends = [i.end_s for i in incidents if i.end_s is not None]
+    return {
+        "count": sum(i.count for i in incidents),
+        "incidents": len(incidents),
+        "subjects": dict(subjects.most_common(10)),
+        "first": iso(min(starts)) if starts else None,
+        "last": iso(max(ends)) if ends else None,
+        "windows": [
+            {k: v for k, v in i.to_dict().items() if k != "examples"} for i in incidents[:MAX_LISTED_INCIDENTS]
+        ],
+        "example": incidents[0].examples[0] if incidents and incidents[0].examples else None,
+    }
+
+
+def signature_findings(
+    evidence: LogsEvidence, code: str, signatures: Sequence[str], what: str, severity: Severity | None = None
+) -> list[Finding]:
+    """One finding for all incidents of ``signatures`` (which map to ``code``), or none."""
+    incidents = evidence.incidents_of(*signatures)
+    if not incidents:
+        return []
+    summary = incident_summary(incidents)
+    subjects = summary["subjects"]
+    assert isinstance(subjects, dict)
+    top = ", ".join(list(subjects)[:3])
+    title = f"{summary['count']} {what} in {len(incidents)} window(s)" + (f" at {top}" if top and top != "-" else "")
+    fixes = " ".join(dict.fromkeys(BY_ID[s].fix for s in signatures if s in BY_ID))
+    evidence_dict = {"kinds": {s: evidence.signature_counts.get(s, 0) for s in signatures
+                                    if evidence.signature_counts.get(s)}, **summary}
+    return [make_finding(code, title, evidence_dict, severity=severity, fix=fixes or None,
+                         impact=_share(evidence, int(str(summary["count"]))))]
+
+
+def _share(evidence: LogsEvidence, count: int) -> float | None:
+    return min(1.0, count / evidence.requests) if evidence.requests else None

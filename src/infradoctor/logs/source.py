@@ -1,0 +1,170 @@
+"""Reading log files safely: gzip by magic bytes, bounded line length, binary and non-UTF-8 lines counted.
+
+Log text is untrusted. Lines are read in chunks of :data:`CHUNK_BYTES`; a line longer than :data:`MAX_LINE_BYTES`
+is skipped (and counted) without ever being held whole in memory; lines with NUL bytes are skipped as binary; bytes
+that are not UTF-8 are replaced (and counted) so the line can still be parsed.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from infradoctor.logs.stats import LogStats
+
+CHUNK_BYTES = 1 << 20
+"""Bytes read per chunk."""
+MAX_LINE_BYTES = 64 * 1024
+"""Longer lines are skipped (``line_too_long``); real access-log lines are well under 8 KiB."""
+SAMPLE_BYTES = 64 * 1024
+"""Bytes read from the start of a file to sniff its format."""
+GZIP_MAGIC = b"\x1f\x8b"
+
+SKIP_BINARY = "binary"
+SKIP_TOO_LONG = "line_too_long"
+SKIP_MISMATCH = "format_mismatch"
+NOTE_INVALID_UTF8 = "invalid_utf8"
+NOTE_TRUNCATED = "truncated_last_line"
+
+
+@dataclass(frozen=True)
+class LogSource:
+    """One input file as the parsers see it."""
+
+    path: Path
+    """Path as given."""
+    name: str
+    """Display name (the path as the user typed it)."""
+    gzipped: bool
+    """True when the content is gzip-compressed (detected by magic bytes, not by suffix)."""
+    size_bytes: int
+    """Size on disk."""
+
+
+class SourceError(Exception):
+    """The file cannot be read at all (missing, a directory, no permission); ``reason`` is a short key."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def open_source(path: Path, name: str | None = None) -> LogSource:
+    """Check that ``path`` is a readable regular file and detect gzip.
+
+    Raises:
+        SourceError: not found, a directory, not a regular file, or unreadable.
+    """
+    display = name or str(path)
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise SourceError("not_found", f"{display}: no such file") from None
+    except OSError as exc:
+        raise SourceError("unreadable", f"{display}: {exc.strerror or exc}") from None
+    if path.is_dir():
+        raise SourceError("directory", f"{display}: is a directory")
+    if not path.is_file():
+        raise SourceError("not_a_file", f"{display}: not a regular file")
+    try:
+        with path.open("rb") as fh:
+            magic = fh.read(2)
+    except OSError as exc:
+        raise SourceError("unreadable", f"{display}: {exc.strerror or exc}") from None
+    return LogSource(path=path, name=display, gzipped=magic == GZIP_MAGIC, size_bytes=st.st_size)
+
+
+def open_binary(source: LogSource) -> BinaryIO:
+    """The file's (decompressed) bytes as a stream."""
+    raw = source.path.open("rb")
+    if source.gzipped:
+        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+    return raw
+
+
+def read_sample(source: LogSource, limit: int = SAMPLE_BYTES, max_lines: int = 40) -> list[str]:
+    """The first complete lines of the file (decoded leniently), for format sniffing."""
+    try:
+        with open_binary(source) as fh:
+            data = fh.read(limit)
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return []
+    lines = data.split(b"\n")
+    if len(data) == limit and len(lines) > 1:
+        lines = lines[:-1]  # the last one is cut by the limit
+    out: list[str] = []
+    for raw in lines:
+        if not raw.strip() or b"\x00" in raw:
+            continue
+        out.append(raw.decode("utf-8", errors="replace").rstrip("\r"))
+        if len(out) >= max_lines:
+            break
+    return out
+
+
+def iter_lines(source: LogSource, stats: LogStats) -> Iterator[str]:
+    """Every usable line of the file, decoded, without its newline; the rest is counted in ``stats``.
+
+    Counts ``lines`` and ``bytes`` for every line seen; skips (and counts by reason) binary lines and lines over
+    :data:`MAX_LINE_BYTES`; notes non-UTF-8 lines (parsed with replacement characters) and a last line without a
+    newline.
+    """
+    try:
+        fh = open_binary(source)
+    except OSError as exc:
+        stats.skip("unreadable", 1, f"{source.name}: {exc}")
+        return
+    with fh:
+        carry = b""
+        discarding = False  # inside a too-long line, dropping bytes until its newline
+        while True:
+            try:
+                chunk = fh.read(CHUNK_BYTES)
+            except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
+                stats.skip("read_error", 1, f"{source.name}: {exc}")
+                chunk = b""
+            if not chunk:
+                break
+            stats.bytes += len(chunk)
+            parts = chunk.split(b"\n")
+            parts[0] = carry + parts[0]
+            carry = parts.pop()
+            for raw in parts:
+                if discarding:
+                    discarding = False
+                    continue
+                line = _decode(raw, stats)
+                if line is not None:
+                    yield line
+            if len(carry) > MAX_LINE_BYTES:
+                if not discarding:
+                    stats.lines += 1
+                    stats.skip(SKIP_TOO_LONG)
+                discarding = True
+                carry = b""
+        if carry and not discarding:
+            stats.note(NOTE_TRUNCATED)
+            line = _decode(carry, stats)
+            if line is not None:
+                yield line
+
+
+def _decode(raw: bytes, stats: LogStats) -> str | None:
+    stats.lines += 1
+    if len(raw) > MAX_LINE_BYTES:
+        stats.skip(SKIP_TOO_LONG)
+        return None
+    if b"\x00" in raw:
+        stats.skip(SKIP_BINARY)
+        return None
+    if raw.endswith(b"\r"):
+        raw = raw[:-1]
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        stats.note(NOTE_INVALID_UTF8)
+        return raw.decode("utf-8", errors="replace")

@@ -1,0 +1,77 @@
+import json
+from pathlib import Path
+
+from infradoctor.report import render
+from infradoctor.result import Result
+
+
+def run_json(cli, tmp_path: Path, *args: str) -> tuple[int, dict]:
+    out = tmp_path / "out.json"
+    run = cli("logs", *args, "--json", str(out), "--no-store", "-q")
+    return run.exit_code, json.loads(out.read_text())
+
+
+def test_all_fixtures_in_one_run(cli, tmp_path: Path, logs_dir: Path, result_validator) -> None:
+    code, data = run_json(cli, tmp_path, *sorted(str(p) for p in logs_dir.iterdir()))
+    assert code == 0
+    result_validator(data)
+    codes = {f["code"] for f in data["findings"]}
+    assert {"R003", "R005", "R006", "R007", "R008", "R009", "R012", "N001", "N011"} <= codes
+    metrics = data["metrics"]
+    assert {f["format"] for f in metrics["files"]} == {"nginx", "envoy", "haproxy", "nginx-error", "jsonl", "kernel",
+                                                       "text"}
+    assert metrics["headline"]["requests"] == 95 + 12 + 10 + 40 + 40 + 24 + 45
+    assert len(metrics["distributions"]["upstream_latency_ms"]) <= 5000
+    assert metrics["timeline"]["bucket_s"] == 60 and metrics["timeline"]["points"]
+    kinds = {(i["kind"], i["subject"]) for i in metrics["incidents"]}
+    assert ("upstream_timeout", "10.1.0.13:8000") in kinds and ("gpu_xid", "Xid 79 (PCI:0000:3b:00)") in kinds
+    # secrets in example lines are redacted before they are stored or shown
+    assert "sk-abcdefghijklmnop" not in json.dumps(data)
+
+
+def test_bad_inputs_make_a_partial_result(cli, tmp_path: Path, logs_dir: Path, result_validator) -> None:
+    empty = tmp_path / "empty.log"
+    empty.write_bytes(b"")
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(bytes(range(256)) * 400)
+    code, data = run_json(cli, tmp_path, str(logs_dir / "nginx_upstream.log"), str(empty), str(junk),
+                          str(tmp_path), str(tmp_path / "missing.log"))
+    assert code == 0
+    result_validator(data)
+    sources = {e["source"] for e in data["errors"]}
+    assert {"logs:empty", "logs:directory", "logs:not_found"} <= sources
+    rows = {Path(f["file"]).name: f for f in data["metrics"]["files"]}
+    assert rows["nginx_upstream.log"]["parsed"] == 95
+    assert rows["junk.bin"]["parsed"] == 0 or rows["junk.bin"]["format"] == "text"
+
+
+def test_no_readable_file_exits_3(cli, tmp_path: Path) -> None:
+    run = cli("logs", str(tmp_path / "nope.log"), "--no-store", "-q")
+    assert run.exit_code == 3
+
+
+def test_bad_log_format_is_a_usage_error(cli, logs_dir: Path) -> None:
+    run = cli("logs", str(logs_dir / "nginx_combined.log"), "--nginx-log-format", "no variables", "--no-store")
+    assert run.exit_code == 2 and "no variables" in run.stderr
+
+
+def test_fail_on_and_stored_run(cli, logs_dir: Path, isolated_store: Path) -> None:
+    run = cli("logs", str(logs_dir / "kern.log"), "--fail-on", "critical", "--label", "node7")
+    assert run.exit_code == 1
+    assert "Xid 79" in run.stdout and "GPU Xid errors" in run.stdout
+    shown = cli("show", "node7", "--format", "md")
+    assert shown.exit_code == 0 and "gpu-xid" in shown.stdout
+
+
+def test_renderers_escape_untrusted_log_text(cli, tmp_path: Path) -> None:
+    path = tmp_path / "evil.log"
+    path.write_text('2026/11/29 10:00:03 [error] 31#31: *1 connect() failed (111: Connection refused) while '
+                    'connecting to upstream, client: <script>alert(1)</script>, server: _, request: "GET /?token='
+                    'abcdefghijklmnop HTTP/1.1", upstream: "http://10.0.0.9:80/\x1b[31mred", host: "x"\n')
+    code, data = run_json(cli, tmp_path, str(path))
+    result = Result.from_dict(data)
+    html = render(result, "html")
+    assert "<script>alert" not in html and "&lt;script&gt;" in html
+    example = data["metrics"]["incidents"][0]["examples"][0]
+    assert "\x1b" not in example and "\\x1b" in example and "abcdefghijklmnop" not in example
+    assert "\x1b[31m" not in render(result, "terminal")

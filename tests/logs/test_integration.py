@@ -1,0 +1,206 @@
+"""Real nginx and HAProxy in front of real Python backends that fail, stall and refuse; their logs go to `logs`.
+
+Router timeouts are 1 s so the stalls are short. Each test records when it caused each kind of failure and checks
+the incidents `infradoctor logs` finds in the routers' own logs: kind, count, upstream and time window.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from infradoctor.logs.formats.layout import NGINX_UPSTREAM_FULL
+from infradoctor.procs import free_port
+from tests.support.servers import haproxy, nginx, python_server
+
+pytestmark = pytest.mark.integration
+
+BACKEND = """
+import sys, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):
+        if self.path.endswith("/fail"):
+            code, body = 500, b"model crashed\\n"
+        elif self.path.endswith("/slow"):
+            time.sleep(2.5)
+            code, body = 200, b"late\\n"
+        else:
+            code, body = 200, b"ok\\n"
+        self.send_response(code)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+"""
+
+
+def get(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 - loopback
+            response.read()
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+def fire(url: str, count: int, parallel: int = 1) -> tuple[float, float, list[int]]:
+    """Send ``count`` GETs; returns (start, end, statuses) with wall-clock times."""
+    start = time.time()
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
+        statuses = list(pool.map(get, [url] * count))
+    return start, time.time(), statuses
+
+
+def analyze(cli, tmp_path: Path, *args: str) -> dict:
+    out = tmp_path / "logs.json"
+    run = cli("logs", *args, "--json", str(out), "--no-store", "-q")
+    assert run.exit_code == 0, run.stderr
+    return json.loads(out.read_text())
+
+
+def incidents(data: dict, kind: str, file_suffix: str) -> list[dict]:
+    return [i for i in data["metrics"]["incidents"] if i["kind"] == kind and i["file"].endswith(file_suffix)]
+
+
+def within(incident: dict, window: tuple[float, float]) -> bool:
+    from datetime import datetime
+
+    start = datetime.fromisoformat(incident["start"].replace("Z", "+00:00")).timestamp()
+    end = datetime.fromisoformat(incident["end"].replace("Z", "+00:00")).timestamp()
+    return window[0] - 1 <= start <= end <= window[1] + 1
+
+
+def test_nginx_failures_become_incidents(cli, tmp_path: Path, result_validator) -> None:
+    with python_server(BACKEND, tmp_path, name="backend") as backend:
+        dead, dead2 = free_port(), free_port()  # nothing listens on these
+        config = f"""
+    log_format upstream_full '{NGINX_UPSTREAM_FULL}';
+    upstream good {{ server 127.0.0.1:{backend.port}; }}
+    upstream dead {{ server 127.0.0.1:{dead} max_fails=0; }}
+    upstream mixed {{ server 127.0.0.1:{dead} max_fails=0; server 127.0.0.1:{backend.port} max_fails=0; }}
+    upstream flaky {{ server 127.0.0.1:{dead} max_fails=1 fail_timeout=30s;
+                      server 127.0.0.1:{dead2} max_fails=1 fail_timeout=30s; }}
+    server {{
+        listen 127.0.0.1:{{port}};
+        access_log {{prefix}}/access.log upstream_full;
+        proxy_connect_timeout 1s;
+        proxy_read_timeout 1s;
+        location /dead/ {{ proxy_pass http://dead; }}
+        location /mixed/ {{ proxy_pass http://mixed; }}
+        location /flaky/ {{ proxy_pass http://flaky; }}
+        location / {{ proxy_pass http://good; }}
+    }}
+"""
+        with nginx(config, tmp_path) as router:
+            base = router.url
+            ok = fire(f"{base}/ok", 10)
+            failed = fire(f"{base}/fail", 6)
+            slow = fire(f"{base}/slow", 3, parallel=3)
+            refused = fire(f"{base}/dead/x", 5)
+            mixed = fire(f"{base}/mixed/ok", 8)
+            flaky = fire(f"{base}/flaky/x", 4)
+            prefix = router.log.parent
+        access, error = prefix / "access.log", prefix / "error.log"
+    assert ok[2] == [200] * 10 and failed[2] == [500] * 6 and slow[2] == [504] * 3
+    assert refused[2] == [502] * 5 and mixed[2] == [200] * 8 and flaky[2] == [502] * 4
+
+    data = analyze(cli, tmp_path, str(access), str(error))
+    result_validator(data)
+    files = {Path(f["file"]).name: f for f in data["metrics"]["files"]}
+    assert files["access.log"]["format"] == "nginx" and files["access.log"]["parsed"] == 36
+    assert files["error.log"]["format"] == "nginx-error"
+    good, dead_addr, dead2_addr = f"127.0.0.1:{backend.port}", f"127.0.0.1:{dead}", f"127.0.0.1:{dead2}"
+
+    timeouts = incidents(data, "upstream_timeout", "access.log")
+    assert [(i["subject"], i["count"]) for i in timeouts] == [(good, 3)] and within(timeouts[0], slow[:2])
+    assert [(i["subject"], i["count"]) for i in incidents(data, "upstream_timeout", "error.log")] == [(good, 3)]
+
+    refused_access = {i["subject"]: i["count"] for i in incidents(data, "upstream_connect_error", "access.log")}
+    # /dead/ 5 times; the first /flaky/ request tried both of its servers (the last one is the subject)
+    assert refused_access == {dead_addr: 5, dead2_addr: 1}
+    refused_error = incidents(data, "upstream_connect_error", "error.log")
+    by_subject = {i["subject"]: i["count"] for i in refused_error}
+    assert by_subject == {dead_addr: 5 + 4 + 1, dead2_addr: 1}  # error log: every refused try
+    assert "Connection refused" in refused_error[0]["examples"][0]
+
+    no_live = incidents(data, "no_healthy_upstream", "access.log")
+    assert [(i["subject"], i["count"]) for i in no_live] == [("flaky", 3)] and within(no_live[0], flaky[:2])
+    assert sum(i["count"] for i in incidents(data, "no_healthy_upstream", "error.log")) == 3
+
+    codes = {f["code"]: f for f in data["findings"]}
+    assert {"R005", "R006", "R007", "R008"} <= set(codes)
+    assert codes["R008"]["evidence"]["inferred_timeout_ms"] == pytest.approx(1000, abs=60)
+    # round robin sends half of /mixed/ to the dead port first; the first /flaky/ request tried two servers
+    assert codes["R005"]["evidence"]["retried_requests"] == 4 + 1
+    upstreams = {u["upstream"]: u for u in data["metrics"]["upstreams"]}
+    assert upstreams[good]["errors"] == 6 + 3 and upstreams[good]["requests"] == 10 + 6 + 3 + 8
+    assert upstreams[dead_addr]["error_rate"] == 1.0
+    assert data["metrics"]["attempts"] == {"1": 31, "2": 5}
+
+
+HAPROXY_BODY = """
+frontend fe
+    bind 127.0.0.1:{port}
+    use_backend be_dead if {{ path_beg /dead }}
+    use_backend be_down if {{ path_beg /down }}
+    default_backend be_llm
+
+backend be_llm
+    timeout server 1s
+    server srv1 127.0.0.1:{backend}
+
+backend be_dead
+    retries 1
+    timeout connect 300ms
+    server srv2 127.0.0.1:{dead}
+
+backend be_down
+    server srv3 127.0.0.1:{dead} disabled
+"""
+
+
+def test_haproxy_failures_become_incidents(cli, tmp_path: Path, result_validator) -> None:
+    with python_server(BACKEND, tmp_path, name="backend") as backend:
+        dead = free_port()
+        body = HAPROXY_BODY.replace("{backend}", str(backend.port)).replace("{dead}", str(dead))
+        body = body.replace("{{", "{").replace("}}", "}")
+        with haproxy(body, tmp_path) as router:
+            base = router.url
+            ok = fire(f"{base}/ok", 8)
+            failed = fire(f"{base}/fail", 4)
+            slow = fire(f"{base}/slow", 3, parallel=3)
+            refused = fire(f"{base}/dead/x", 3)
+            down = fire(f"{base}/down/x", 2)
+            time.sleep(0.3)  # let HAProxy flush its log lines
+            log = router.log
+    assert ok[2] == [200] * 8 and failed[2] == [500] * 4 and slow[2] == [504] * 3
+    assert refused[2] == [503] * 3 and down[2] == [503] * 2
+
+    data = analyze(cli, tmp_path, str(log))
+    result_validator(data)
+    row = data["metrics"]["files"][0]
+    assert row["format"] == "haproxy" and row["parsed"] == 20 + 1  # + the readiness probe's empty connection
+    timeouts = incidents(data, "upstream_timeout", ".log")
+    assert [(i["subject"], i["count"]) for i in timeouts] == [("be_llm/srv1", 3)] and within(timeouts[0], slow[:2])
+    connect = incidents(data, "upstream_connect_error", ".log")
+    assert [(i["subject"], i["count"]) for i in connect] == [("be_dead/srv2", 3)] and within(connect[0], refused[:2])
+    no_server = incidents(data, "no_healthy_upstream", ".log")
+    assert [i["count"] for i in no_server] == [2] and within(no_server[0], down[:2])
+    codes = {f["code"]: f for f in data["findings"]}
+    assert {"R006", "R007", "R008"} <= set(codes)
+    assert codes["R008"]["evidence"]["inferred_timeout_ms"] == pytest.approx(1000, abs=60)
+    assert data["metrics"]["attempts"]["2"] == 3  # one retry per refused request
