@@ -260,7 +260,7 @@ def haproxy_config(
 ) -> str:
     """An HAProxy body: round-robin backend (optionally weighted) that names the serving server in X-Served-By."""
     servers = "\n".join(
-        f"    server b{i} 127.0.0.1:{u.port}" + (f" weight={weights[i]}" if weights else "")
+        f"    server b{i} 127.0.0.1:{u.port}" + (f" weight {weights[i]}" if weights else "")
         + (" check inter 500ms rise 1 fall 2" if check else "")
         for i, u in enumerate(upstreams)
     )
