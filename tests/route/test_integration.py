@@ -52,7 +52,7 @@ def urls(running: Sequence[Running]) -> list[str]:
 def test_healthy_nginx_pool_has_no_findings(cli, tmp_path, result_validator) -> None:
     with backends(tmp_path, [{"latency_ms": 3}, {"latency_ms": 3}]) as bs, nginx(nginx_config(bs), tmp_path) as r:
         result = route(cli, tmp_path, r.url + "/predict", urls(bs), validator=result_validator)
-    assert codes(result) == []
+    assert codes(result) == [], result["findings"]
     metrics = result["metrics"]
     assert metrics["distribution"]["header"] == "x-upstream-addr"
     assert metrics["distribution"]["unattributed"] == 0

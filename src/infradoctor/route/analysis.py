@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from infradoctor.load import taxonomy
 from infradoctor.route.evidence import (
     DIRECT,
     ROUTER,
@@ -39,10 +40,10 @@ from infradoctor.route.stats import (
     quantile_difference,
 )
 
-TIMEOUT_ERROR_CLASSES = frozenset({"http_504", "http_408", "read_timeout"})
+TIMEOUT_ERROR_CLASSES = frozenset({"http_504", "http_408", taxonomy.READ_TIMEOUT})
 """Error classes that a timeout produces (router 504 / 408, or the client's own read timeout)."""
 
-CONNECT_ERROR_CLASSES = frozenset({"connect_refused", "connect_timeout", "connect_error"})
+CONNECT_ERROR_CLASSES = frozenset({taxonomy.CONNECT_REFUSED, taxonomy.CONNECT_TIMEOUT, taxonomy.CONNECT_ERROR})
 """Error classes meaning no TCP connection could be made (the request never reached the server)."""
 
 TIMEOUT_MIN_ERRORS = 3

@@ -7,7 +7,6 @@ in :mod:`infradoctor.route`.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -15,9 +14,10 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from infradoctor.errors import UsageError
+from infradoctor.load.engine import run_sync
+from infradoctor.load.spec import RequestSpec
 from infradoctor.result import ErrorNote, Result, new_result, utc_now_iso
 from infradoctor.route.analysis import BackendTarget, ProbeRun, analyze
-from infradoctor.route.client import StreamSender
 from infradoctor.route.evidence import DIRECT, ROUTER, Bandwidth, HealthCheck, RouteEvidence
 from infradoctor.route.network import (
     HEALTH_PATHS,
@@ -31,6 +31,7 @@ from infradoctor.route.network import (
 from infradoctor.route.prober import ATTEMPT_HEADERS, UPSTREAM_HEADERS, ProbePath, ProbePlan, run_probe
 from infradoctor.route.rules import RuleOptions, run_rules
 from infradoctor.route.rules._common import DEFAULT_SLOW_MS
+from infradoctor.route.sender import EngineSender
 from infradoctor.route.stats import thin
 
 MAX_DISTRIBUTION_SAMPLES = 5000
@@ -124,7 +125,7 @@ def diagnose(options: RouteOptions) -> Result:
     endpoints = [(ROUTER, options.router), *((url, url) for url in options.backends)]
     connect = probe_connects(endpoints, count=options.connect_probes) if options.connect_probes > 0 else []
     before = {url: read_counter(url, options.counter_path) for url in options.backends} if options.counter_path else {}
-    run = asyncio.run(_probe(options))
+    run: ProbeRun = run_sync(_probe(options))
     deltas: dict[str, int | None] = {}
     if options.counter_path:
         for url in options.backends:
@@ -178,15 +179,15 @@ async def _probe(options: RouteOptions) -> ProbeRun:
         backend_header=options.backend_header,
     )
 
-    def make_sender(url: str) -> StreamSender:
-        return StreamSender(
-            url,
+    def make_sender(url: str) -> EngineSender:
+        spec = RequestSpec(
+            url=url,
             method=options.method,
-            body=options.body,
-            headers=options.headers,
-            timeout_s=options.timeout_s,
-            capture=capture,
+            headers=dict(options.headers),
+            bodies=(options.body,) if options.body is not None else (),
+            capture_headers=capture,
         )
+        return EngineSender(spec, timeout_s=options.timeout_s, capture=capture)
 
     return await run_probe(paths, plan, make_sender, opened=lambda s: getattr(s, "opened", 0))
 

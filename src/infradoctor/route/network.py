@@ -6,7 +6,6 @@ All bounded in count and time; anything that cannot be measured comes back as a 
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import shutil
 import socket
@@ -18,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
+from infradoctor.load.taxonomy import connect_error_class
 from infradoctor.route.evidence import Bandwidth, ConnectProbe, HealthCheck
 from infradoctor.route.stats import quantile
 
@@ -59,15 +59,6 @@ def resolve_addresses(url: str) -> frozenset[str]:
             address = str(info[4][0])
             forms.add(f"[{address}]:{port}" if ":" in address else f"{address}:{port}")
     return frozenset(forms)
-
-
-def connect_error_class(exc: BaseException) -> str:
-    """Error class of a failed connect (same names as the request taxonomy)."""
-    if isinstance(exc, ConnectionRefusedError) or (isinstance(exc, OSError) and exc.errno == errno.ECONNREFUSED):
-        return "connect_refused"
-    if isinstance(exc, (TimeoutError, socket.timeout)) or (isinstance(exc, OSError) and exc.errno == errno.ETIMEDOUT):
-        return "connect_timeout"
-    return "connect_error"
 
 
 def probe_connects(
