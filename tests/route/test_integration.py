@@ -158,6 +158,24 @@ def test_backend_that_is_down(cli, tmp_path, result_validator) -> None:
     assert "R004" not in codes(result) and "R010" not in codes(result)
 
 
+def test_no_healthy_upstream(cli, tmp_path, result_validator) -> None:
+    dead = [f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"]
+    servers = "\n".join(f"        server {d[7:]};" for d in dead)
+    conf = f"""
+    upstream app {{
+{servers}
+    }}
+    server {{ listen 127.0.0.1:{{port}}; location / {{ proxy_pass http://app; }} }}
+"""
+    with nginx(conf, tmp_path) as r:
+        result = route(cli, tmp_path, r.url + "/predict", dead, "--duration", "0.5", validator=result_validator)
+    r006 = finding(result, "R006")
+    assert r006["evidence"]["backends"] == dict.fromkeys(dead, "down")
+    assert set(r006["evidence"]["routed_errors"]) == {"http_502"}
+    assert result["findings"][0]["code"] == "R006"  # critical comes first
+    assert sorted(f["evidence"]["backend"] for f in result["findings"] if f["code"] == "R003") == sorted(dead)
+
+
 def test_router_timeout_shorter_than_backend_latency(cli, tmp_path, result_validator) -> None:
     with backends(tmp_path, [{"latency_ms": 500}]) as bs:
         with nginx(nginx_config(bs, read_timeout_s=0.25, next_upstream="off"), tmp_path) as r:

@@ -25,7 +25,7 @@ def test_every_route_rule_module_declares_a_registered_code() -> None:
             assert code in REGISTRY
             seen.add(code)
         assert callable(module.check)
-    assert {"R001", "R002", "R003", "R004", "R005", "R008", "R010", "R011", "S007"} <= seen
+    assert {"R001", "R002", "R003", "R004", "R005", "R006", "R007", "R008", "R010", "R011", "S007"} <= seen
 
 
 def test_healthy_pool_has_no_findings() -> None:
@@ -147,3 +147,37 @@ def test_rules_are_pure_and_deterministic() -> None:
     specs = [BackendSpec(B1, weight=3), BackendSpec(B2, error_rate=0.3)]
     ev = evidence(Scenario(specs, router_ms=6))
     assert [f.to_dict() for f in run_rules(ev)] == [f.to_dict() for f in run_rules(ev)]
+
+
+def test_r006_all_backends_down() -> None:
+    ev = evidence(Scenario([BackendSpec(B1, down=True), BackendSpec(B2, down=True)]))
+    (f,) = by_code(ev, "R006")
+    assert f.severity.value == "critical" and f.evidence["backends"] == {B1: "down", B2: "down"}
+    assert by_code(evidence(Scenario([BackendSpec(B1), BackendSpec(B2, down=True)])), "R006") == []
+
+
+def _probe(name: str, p50: float, failures: int = 0, attempts: int = 50):
+    from infradoctor.route.evidence import ConnectProbe
+
+    fail = {"connect_timeout": failures} if failures else {}
+    return ConnectProbe(name, f"{name}:80", attempts, fail, p50, p50 * 2)
+
+
+def test_r007_intermittent_connect_failures_and_slow_connects() -> None:
+    from dataclasses import replace
+
+    ev = evidence(Scenario([BackendSpec(B1), BackendSpec(B2)]))
+    flaky = replace(ev, connect=(_probe("router", 0.1), _probe(B1, 0.1, failures=5), _probe(B2, 0.1)))
+    (f,) = by_code(flaky, "R007")
+    assert f.evidence["path"] == B1 and f.evidence["failure_rate"] == 0.1
+    slow = replace(ev, connect=(_probe("router", 0.1), _probe(B1, 0.12), _probe(B2, 12.0)))
+    (g,) = by_code(slow, "R007")
+    assert g.evidence["path"] == B2 and g.severity.value == "medium"
+    down = replace(ev, connect=(_probe("router", 0.1), _probe(B1, 0.1), ConnectProbe_down(B2)))
+    assert by_code(down, "R007") == []  # all connects failing is "down" (R003), not intermittent
+
+
+def ConnectProbe_down(name: str):  # noqa: N802
+    from infradoctor.route.evidence import ConnectProbe
+
+    return ConnectProbe(name, f"{name}:80", 3, {"connect_refused": 3}, None, None)
