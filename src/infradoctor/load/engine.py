@@ -591,6 +591,9 @@ class _PointRun:
             return
         now = _perf()
         elapsed = now - self.t0
+        if self.duration_s is not None:
+            # a point of D seconds at rate R schedules exactly the arrivals in [0, D)
+            elapsed = min(elapsed, math.nextafter(self.duration_s, 0.0))
         due = self.pacer.due(elapsed, self.max_requests)
         lag = self.result.pacer_lag
         for offset in due:
@@ -601,6 +604,8 @@ class _PointRun:
         if self.max_requests is not None and self.pacer.count >= self.max_requests:
             self._begin_stop_when_drained()
             return
+        if self.duration_s is not None and self.pacer.peek() >= self.duration_s:
+            return  # schedule exhausted; housekeeping ends the point at the deadline
         delay = self.pacer.peek() - (_perf() - self.t0)
         # never sleep less than the loop's timer resolution: due requests are dispatched together, and their
         # latency still counts from the schedule
@@ -836,8 +841,11 @@ class _PointRun:
 
 
 def _thread_busy_s() -> float:
-    """Seconds the current thread ran or waited to run: ``/proc/thread-self/schedstat`` (CPU + run-queue wait,
-    so a generator starved by other processes counts as busy), else its CPU time."""
+    """Seconds the current thread ran or waited to run.
+
+    From ``/proc/thread-self/schedstat`` (CPU + run-queue wait, so a generator starved by other processes counts
+    as busy) where the kernel keeps schedstats, else the thread's CPU time.
+    """
     try:
         with open("/proc/thread-self/schedstat", encoding="ascii") as fh:
             fields = fh.read().split()

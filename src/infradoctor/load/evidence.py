@@ -30,6 +30,8 @@ class PointEvidence:
     """Median latency."""
     p99_ms: float
     """p99 latency."""
+    p90_ms: float
+    """p90 latency."""
     error_rate: float
     """Failed / finished."""
     errors: Mapping[str, int]
@@ -111,6 +113,7 @@ def point_from_dict(data: Mapping[str, Any]) -> PointEvidence:
         goodput_rps=_num(data.get("goodput_rps"), 0.0),
         p50_ms=_num(latency.get("p50")),
         p99_ms=_num(latency.get("p99")),
+        p90_ms=_num(latency.get("p90")),
         error_rate=_num(data.get("error_rate"), 0.0),
         errors={str(k): int(v) for k, v in (data.get("errors") or {}).items()},
         saturated=bool(data.get("saturated")),

@@ -12,7 +12,8 @@ Why it matters:
 
 How it is measured:
     Lowest-load point *a* and the highest non-saturated point *b* with ``level_b >= 4 * level_a``, both with an
-    error rate below 1% and ``p50_a >= MIN_P50_MS`` (1 ms): S001 fires when ``goodput_b < MAX_SCALING * goodput_a`` (1.3x) and
+    error rate below 1% and ``p50_a >= MIN_P50_MS`` (1 ms): S001 fires when
+    ``goodput_b < MAX_SCALING * goodput_a`` (1.3x) and
     ``p50_b >= LATENCY_SHARE * (level_b / level_a) * p50_a`` (latency grows at least half as fast as
     concurrency, which is Little's law for a single server). Open-loop runs do not vary concurrency and are not
     judged.

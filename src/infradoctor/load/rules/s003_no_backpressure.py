@@ -13,7 +13,8 @@ Why it matters:
 How it is measured:
     Closed loop: with a knee at level K (rule S008) and a later non-saturated point at level L, the median latency
     grows at least ``LATENCY_SHARE`` (60%) as fast as the load (``p50_L / p50_K >= 0.6 * L / K``, the Little's-law
-    signature of an unbounded queue) by at least ``MIN_GROWTH_MS`` (1 ms), and rejections stay below ``MAX_REJECTION_RATE`` (1%).
+    signature of an unbounded queue) and by at least ``MIN_GROWTH_MS`` (1 ms), while rejections stay below
+    ``MAX_REJECTION_RATE`` (1%).
     Open loop: a point whose throughput is below ``MIN_ACHIEVED`` (90%) of the offered rate, whose mean latency in
     its last 1 s window is at least ``GROWTH`` (2x) that of its first window, with rejections below 1%.
 
