@@ -30,7 +30,7 @@ CODE = "R011"
 MIN_RATIO = 3.0
 """First-requests median over steady median from which a backend is cold."""
 
-MIN_EXTRA_MS = 20.0
+MIN_EXTRA_MS = 50.0
 """... and the smallest difference (ms) that matters."""
 
 
