@@ -53,7 +53,7 @@ def test_post_body_stored_run_and_renderers(cli, tmp_path: Path, result_validato
     body.write_text('{"inputs": [1, 2, 3]}')
     with backends(tmp_path, [{"latency_ms": 2}]) as bs, nginx(nginx_config(bs), tmp_path) as r:
         run = cli("route", "--router", r.url + "/predict", "--backend", bs[0].url, "--body", str(body),
-                  "--duration", "0.5", "--connects", "5", "--json", "-", "--label", "baseline")
+                  "--duration", "0.5", "--connects", "5", "--json", "-", "--label", "baseline", "--iperf")
     assert run.exit_code == 0, run.stderr
     data = json.loads(run.stdout)
     result_validator(data)
@@ -61,5 +61,39 @@ def test_post_body_stored_run_and_renderers(cli, tmp_path: Path, result_validato
     assert data["metrics"]["paths"][0]["ok"] > 0
     assert "Router or backend?" in run.stderr and "Paths (interleaved)" in run.stderr
     assert len(data["metrics"]["distributions"]["routed_latency_ms"]) == data["metrics"]["paths"][0]["ok"]
+    assert data["metrics"]["network"]["bandwidth"][0]["mbits_per_s"] is None  # no iperf3 server here
+    assert data["metrics"]["network"]["bandwidth"][0]["reason"]
+    assert data["metrics"]["network"]["connect"][0]["keep_alive"] is True
     shown = cli("show", data["run_id"], "--format", "md")
     assert shown.exit_code == 0 and "Router or backend?" in shown.stdout
+
+
+@pytest.mark.integration
+def test_ctrl_c_ends_early_with_a_partial_result(tmp_path: Path, result_validator) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "partial.json"
+    with backends(tmp_path, [{"latency_ms": 2}]) as bs, nginx(nginx_config(bs), tmp_path) as r:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path("src").resolve()), os.environ.get("PYTHONPATH", "")])}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "infradoctor", "route", "--router", r.url + "/predict", "--backend", bs[0].url,
+             "--duration", "60", "--connects", "5", "--json", str(out), "--quiet", "--no-store"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 30
+        time.sleep(2.0)
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
+    data = json.loads(out.read_text())
+    result_validator(data)
+    assert any(e["source"] == "route.interrupted" for e in data["errors"])
+    assert data["metrics"]["plan"]["measured_s"] < 30 and data["metrics"]["paths"][0]["ok"] > 0

@@ -181,3 +181,17 @@ def ConnectProbe_down(name: str):  # noqa: N802
     from infradoctor.route.evidence import ConnectProbe
 
     return ConnectProbe(name, f"{name}:80", 3, {"connect_refused": 3}, None, None)
+
+
+def test_s007_client_timeout_cluster() -> None:
+    from dataclasses import replace
+
+    from infradoctor.route.evidence import TimeoutCluster
+
+    ev = evidence(Scenario([BackendSpec(B1)]))
+    cluster = TimeoutCluster(2000.0, 12, 12, {"read_timeout": 12}, 3.0, None, None)
+    client = replace(ev, timeout=cluster, client_timeout_s=2.0)
+    (f,) = by_code(client, "S007")
+    assert f.evidence["client_timeout_s"] == 2.0 and by_code(client, "R008") == []
+    router = replace(ev, timeout=replace(cluster, statuses={"http_504": 12}))
+    assert by_code(router, "S007") == [] and len(by_code(router, "R008")) == 1

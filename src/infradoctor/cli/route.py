@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import signal
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 
 from infradoctor.cli.base import Command, add_result_options, finish
 from infradoctor.errors import UsageError
+from infradoctor.load.engine import StopSignal
+from infradoctor.result import Result
 from infradoctor.route.diagnose import RouteOptions, diagnose, parse_headers, parse_weights
 from infradoctor.route.rules._common import DEFAULT_SLOW_MS
 
@@ -69,6 +75,7 @@ class RouteCommand(Command):
                 body = args.body.read_bytes()
             except OSError as exc:
                 raise UsageError(f"cannot read --body {args.body}: {exc}") from None
+        stop = StopSignal()
         options = RouteOptions(
             router=args.router,
             backends=tuple(args.backend),
@@ -88,8 +95,25 @@ class RouteCommand(Command):
             iperf_port=args.iperf_port,
             slow_ms=args.slow_ms,
             seed=args.seed,
+            stop=stop,
         )
-        return finish(args, diagnose(options))
+        return finish(args, _with_sigint(stop, lambda: diagnose(options)))
+
+
+def _with_sigint(stop: StopSignal, work: Callable[[], Result]) -> Result:
+    """Run ``work`` with Ctrl-C setting ``stop`` (a partial result follows); a second Ctrl-C interrupts."""
+    if threading.current_thread() is not threading.main_thread():
+        return work()
+
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+        signal.signal(signal.SIGINT, previous)
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        return work()
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 COMMAND = RouteCommand()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
 
 from infradoctor.load import taxonomy
@@ -70,8 +70,8 @@ COLD_MIN_STEADY = 20
 PER_BACKEND_RESAMPLES = 200
 """Bootstrap resamples for each backend's added-latency interval (the pooled one uses the stats default)."""
 
-ATTEMPT_COUNT_HEADERS = ("x-envoy-attempt-count",)
-"""Response headers that carry the router's upstream attempt count."""
+KEEP_ALIVE_MIN_REUSE = 1.5
+"""Requests per TCP connection from which a path counts as keeping connections alive."""
 
 
 @dataclass(frozen=True)
@@ -385,16 +385,13 @@ def analyze(
         if opened > 0
     }
     connect_probes = tuple(
-        ConnectProbe(
-            name=p.name,
-            address=p.address,
-            attempts=p.attempts,
-            failures=p.failures,
-            p50_ms=p.p50_ms,
-            p99_ms=p.p99_ms,
-            keep_alive=p.keep_alive,
-            requests_per_connection=requests_per_connection.get(p.name, p.requests_per_connection),
+        replace(
+            p,
+            requests_per_connection=requests_per_connection[p.name],
+            keep_alive=requests_per_connection[p.name] >= KEEP_ALIVE_MIN_REUSE,
         )
+        if p.name in requests_per_connection
+        else p
         for p in connect
     )
     return RouteEvidence(

@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from infradoctor.errors import UsageError
-from infradoctor.load.engine import run_sync
+from infradoctor.load.engine import StopSignal, run_sync
 from infradoctor.load.spec import RequestSpec
 from infradoctor.result import ErrorNote, Result, new_result, utc_now_iso
 from infradoctor.route.analysis import BackendTarget, ProbeRun, analyze
@@ -80,6 +80,8 @@ class RouteOptions:
     """Direct median from which backends count as slow (R002)."""
     seed: int = 0
     """Seed of the bootstrap."""
+    stop: StopSignal | None = None
+    """Set it (e.g. from a SIGINT handler) to end the measurement early with a partial result."""
 
 
 def backend_request_url(router: str, backend: str) -> str:
@@ -153,6 +155,8 @@ def diagnose(options: RouteOptions) -> Result:
         seed=options.seed,
     )
     errors.extend(_notes(evidence))
+    if options.stop is not None and options.stop.is_set():
+        errors.append(ErrorNote("route.interrupted", f"stopped early after {run.duration_s:.1f} s; partial result"))
     findings = run_rules(evidence, RuleOptions(slow_backend_ms=options.slow_ms))
     return new_result(
         "route",
@@ -177,6 +181,7 @@ async def _probe(options: RouteOptions) -> ProbeRun:
         duration_s=options.duration_s,
         max_requests=options.max_requests,
         backend_header=options.backend_header,
+        stop=options.stop.is_set if options.stop is not None else None,
     )
 
     def make_sender(url: str) -> EngineSender:

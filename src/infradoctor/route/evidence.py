@@ -416,7 +416,7 @@ class ConnectProbe:
     p99_ms: float | None
     """99th percentile connect time (ms)."""
     keep_alive: bool | None = None
-    """True when a second request on the same connection was answered; None when not tested."""
+    """True when the path served several requests per connection during the run; None when not measured."""
     requests_per_connection: float | None = None
     """Requests per TCP connection the prober saw on this path during the run."""
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -51,10 +51,6 @@ class Sender(Protocol):
         ...
 
 
-SenderFactory = Callable[[str], Awaitable[Sender] | Sender]
-"""Makes a sender for a URL."""
-
-
 @dataclass(frozen=True)
 class ProbePath:
     """A path to probe."""
@@ -81,6 +77,8 @@ class ProbePlan:
     """Stop starting slots after this many requests in all."""
     backend_header: str | None = None
     """Header that names the serving backend (lower-case); None to auto-detect."""
+    stop: Callable[[], bool] | None = None
+    """Checked between slots: when it returns True the probe ends early (Ctrl-C), keeping what was measured."""
 
 
 def schedule(paths: Sequence[ProbePath]) -> list[ProbePath]:
@@ -166,7 +164,11 @@ async def run_probe(
         while not done and order:
             for path in order:
                 await asyncio.gather(*(worker(path, s) for s in senders[path.name]))
-                if clock() - start >= plan.duration_s or len(samples) >= plan.max_requests:
+                if (
+                    clock() - start >= plan.duration_s
+                    or len(samples) >= plan.max_requests
+                    or (plan.stop is not None and plan.stop())
+                ):
                     done = True
                     break
     finally:
