@@ -74,6 +74,54 @@ app.router.add_get("/stats", stats)
 web.run_app(app, host="127.0.0.1", port=args.port, print=None, access_log=None)
 '''
 
+FASTAPI_BACKEND = r'''
+"""A FastAPI/uvicorn model backend: fixed latency, failure rate, a request counter."""
+import argparse
+import asyncio
+import random
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+p = argparse.ArgumentParser()
+p.add_argument("port", type=int)
+p.add_argument("--latency-ms", type=float, default=1.0)
+p.add_argument("--fail-rate", type=float, default=0.0)
+p.add_argument("--seed", type=int, default=0)
+p.add_argument("--keep-alive-s", type=float, default=5.0)
+args, _ = p.parse_known_args()
+rng = random.Random(args.seed)
+app = FastAPI()
+state = {"requests": 0}
+
+
+@app.api_route("/predict", methods=["GET", "POST"])
+async def predict(request: Request):
+    await request.body()
+    state["requests"] += 1
+    await asyncio.sleep(args.latency_ms / 1000.0)
+    if rng.random() < args.fail_rate:
+        return JSONResponse({"error": "inference failed"}, status_code=500)
+    return {"output": [0.0]}
+
+
+@app.get("/health")
+async def health():
+    return {"status": "ok"}
+
+
+@app.get("/stats")
+async def stats():
+    return state
+
+
+uvicorn.run(
+    app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False,
+    timeout_keep_alive=args.keep_alive_s,
+)
+'''
+
 PY_ROUTER = r'''
 """A small aiohttp round-robin router with injected delay, a timeout, retries and upstream headers."""
 import argparse
@@ -159,6 +207,8 @@ def backend_args(
     served_by: bool = False,
     torch: bool = False,
     seed: int = 0,
+    fastapi: bool = False,
+    keep_alive_s: float = 5.0,
 ) -> list[str]:
     """Command-line arguments of :data:`BACKEND`."""
     out = [
@@ -171,6 +221,8 @@ def backend_args(
         f"--health-status={health_status}",
         f"--seed={seed}",
     ]
+    if fastapi:
+        out.append(f"--keep-alive-s={keep_alive_s}")
     if served_by:
         out.append("--served-by")
     if torch:
@@ -180,11 +232,20 @@ def backend_args(
 
 @contextmanager
 def backends(tmp_path: Path, specs: Sequence[dict[str, object]]) -> Iterator[list[Running]]:
-    """Start one aiohttp backend per spec (keyword arguments of :func:`backend_args`), all stopped on exit."""
+    """Start one backend per spec (keyword arguments of :func:`backend_args`), all stopped on exit.
+
+    Backends are aiohttp servers, or FastAPI/uvicorn ones with ``fastapi=True``.
+    """
     with ExitStack() as stack:
         running = [
             stack.enter_context(
-                python_server(BACKEND, tmp_path, args=backend_args(**spec), ready_path="/health", name=f"backend{i}")  # type: ignore[arg-type]
+                python_server(
+                    FASTAPI_BACKEND if spec.get("fastapi") else BACKEND,
+                    tmp_path,
+                    args=backend_args(**spec),  # type: ignore[arg-type]
+                    ready_path="/health",
+                    name=f"backend{i}",
+                )
             )
             for i, spec in enumerate(specs)
         ]

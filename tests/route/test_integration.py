@@ -106,7 +106,8 @@ def test_nginx_next_upstream_retries_amplify_load(cli, tmp_path, result_validato
 
 
 def test_slow_router_is_blamed(cli, tmp_path, result_validator) -> None:
-    with backends(tmp_path, [{"latency_ms": 5}, {"latency_ms": 5}]) as bs, py_router(tmp_path, bs, delay_ms=25) as r:
+    specs = [{"latency_ms": 5}, {"latency_ms": 5, "fastapi": True}]
+    with backends(tmp_path, specs) as bs, py_router(tmp_path, bs, delay_ms=25) as r:
         result = route(cli, tmp_path, r.url + "/predict", urls(bs), validator=result_validator)
     r001 = finding(result, "R001")
     added = r001["evidence"]["added_p50_ms"]
@@ -131,7 +132,8 @@ def test_skewed_weights_are_uneven_unless_expected(cli, tmp_path, result_validat
     with backends(tmp_path, [{"latency_ms": 2}, {"latency_ms": 2}]) as bs:
         with haproxy(haproxy_config(bs, weights=[3, 1]), tmp_path) as r:
             uneven = route(cli, tmp_path, r.url + "/predict", urls(bs), validator=result_validator)
-            expected = route(cli, tmp_path, r.url + "/predict", urls(bs), "--weights", "3,1")
+            expected = route(cli, tmp_path, r.url + "/predict", urls(bs), "--weights", "3,1",
+                             "--backend-header", "X-Served-By")
     assert uneven["metrics"]["distribution"]["header"] == "x-served-by"
     r004 = finding(uneven, "R004")
     assert r004["evidence"]["shares"][bs[0].url] == pytest.approx(0.75, abs=0.05)

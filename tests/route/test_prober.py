@@ -100,3 +100,23 @@ def test_run_probe_interleaves_paths_within_budget(tmp_path: Path) -> None:
     assert run.connections == {"router": 3, b1.url: 3, b2.url: 3}  # keep-alive across slots
     assert [s.started_s for s in run.samples] == sorted(s.started_s for s in run.samples)
     assert sorted(s.seq for s in run.samples if s.path == "router") == list(range(30))
+
+
+@pytest.mark.integration
+def test_engine_sender_reopens_a_connection_the_server_closed_while_idle(tmp_path: Path) -> None:
+    import asyncio
+
+    with backends(tmp_path, [{"fastapi": True, "keep_alive_s": 0.5}]) as (uv,):
+
+        async def go() -> tuple[list[object], int]:
+            sender = EngineSender(RequestSpec(url=uv.url + "/predict"), timeout_s=5)
+            first = await sender.send()
+            await asyncio.sleep(1.2)  # uvicorn closes the idle keep-alive connection after 0.5 s
+            second = await sender.send()
+            third = await sender.send()
+            await sender.close()
+            return [first, second, third], sender.opened
+
+        exchanges, opened = run_sync(go())
+    assert [e.status for e in exchanges] == [200, 200, 200]  # type: ignore[attr-defined]
+    assert opened == 2
