@@ -120,3 +120,12 @@ def test_engine_sender_reopens_a_connection_the_server_closed_while_idle(tmp_pat
         exchanges, opened = run_sync(go())
     assert [e.status for e in exchanges] == [200, 200, 200]  # type: ignore[attr-defined]
     assert opened == 2
+
+
+def test_an_unreachable_path_is_probed_lightly() -> None:
+    dead = f"http://127.0.0.1:{free_port()}/x"
+    plan = ProbePlan(concurrency=3, per_worker=2, duration_s=30, max_requests=9)
+    run = run_sync(run_probe([ProbePath(dead, DIRECT, dead)], plan, lambda url: EngineSender(RequestSpec(url=url))))
+    # the first slot sends 3 x 2 requests; after it failed to connect at all, one request per slot
+    assert len(run.samples) == 9
+    assert {s.error for s in run.samples} == {"connect_refused"}

@@ -32,12 +32,12 @@ from infradoctor.route.evidence import (
     TimeoutCluster,
 )
 from infradoctor.route.stats import (
-    NA,
     chi_square_goodness_of_fit,
     mann_whitney_greater,
     quantile,
     quantile_ci,
     quantile_difference,
+    quantile_differences,
 )
 
 TIMEOUT_ERROR_CLASSES = frozenset({"http_504", "http_408", taxonomy.READ_TIMEOUT})
@@ -186,10 +186,11 @@ def attribution(
         mine_routed = [s.latency_ms for i, s in enumerate(routed) if s.ok and served.get(i) == target.url]
         mine_direct = [s.latency_ms for s in direct if s.ok and s.path == target.url]
         if mine_routed and mine_direct:
-            added = quantile_difference(
+            mine_added = quantile_difference(
                 mine_routed, mine_direct, 0.5, resamples=PER_BACKEND_RESAMPLES, seed=seed + 1 + index
             )
-            per_backend.append(BackendAttribution(target.url, len(mine_routed), len(mine_direct), added))
+            per_backend.append(BackendAttribution(target.url, len(mine_routed), len(mine_direct), mine_added))
+    added = quantile_differences(routed_ok, direct_ok, (0.5, 0.99), seed=seed)
     return Attribution(
         routed_n=len(routed_ok),
         direct_n=len(direct_ok),
@@ -197,8 +198,8 @@ def attribution(
         direct_p50_ms=quantile(sorted_direct, 0.5),
         routed_p99_ms=quantile(sorted_routed, 0.99),
         direct_p99_ms=quantile(sorted_direct, 0.99),
-        added_p50=quantile_difference(routed_ok, direct_ok, 0.5, seed=seed) if routed_ok and direct_ok else NA,
-        added_p99=quantile_difference(routed_ok, direct_ok, 0.99, seed=seed) if routed_ok and direct_ok else NA,
+        added_p50=added[0.5],
+        added_p99=added[0.99],
         p_value=mann_whitney_greater(routed_ok, direct_ok),
         per_backend=tuple(per_backend),
     )

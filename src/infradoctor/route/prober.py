@@ -4,7 +4,9 @@ Time is cut into slots. In each slot one path (the router, or one backend direct
 keep-alive connections, each sending ``per_worker`` requests one after another; then the next path takes over.
 The order alternates router and backends (``router, b1, router, b2, ...``), so the routed path gets as many slots
 as all direct paths together and every direct slot sits next to a routed one: slow drift on the host (other
-processes, thermal, GC) hits both sides alike, and only one path loads the backends at a time.
+processes, thermal, GC) hits both sides alike, and only one path loads the backends at a time. A path whose last
+slot could not connect at all gets a single request per slot until it answers again, so a dead backend does not
+eat the run in connect timeouts.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from infradoctor.route.analysis import ProbeRun, parse_upstream_value
+from infradoctor.route.analysis import CONNECT_ERROR_CLASSES, ProbeRun, parse_upstream_value
 from infradoctor.route.evidence import DIRECT, ROUTER, Sample
 
 UPSTREAM_HEADERS = ("x-upstream-addr", "x-served-by", "x-backend", "x-envoy-upstream-host")
@@ -132,9 +134,11 @@ async def run_probe(
     start = clock()
     order = schedule(paths)
 
-    async def worker(path: ProbePath, sender: Sender) -> None:
+    unreachable: set[str] = set()
+
+    async def worker(path: ProbePath, sender: Sender, requests: int) -> None:
         nonlocal attempt_header
-        for _ in range(plan.per_worker):
+        for _ in range(requests):
             sent = clock() - start
             exchange = await sender.send()
             served_by = attempts = None
@@ -163,7 +167,15 @@ async def run_probe(
         done = False
         while not done and order:
             for path in order:
-                await asyncio.gather(*(worker(path, s) for s in senders[path.name]))
+                before = len(samples)
+                if path.name in unreachable:  # one request per slot keeps watching without waiting on timeouts
+                    await worker(path, senders[path.name][0], 1)
+                else:
+                    await asyncio.gather(*(worker(path, s, plan.per_worker) for s in senders[path.name]))
+                if all(s.error in CONNECT_ERROR_CLASSES for s in samples[before:]):
+                    unreachable.add(path.name)
+                else:
+                    unreachable.discard(path.name)
                 if (
                     clock() - start >= plan.duration_s
                     or len(samples) >= plan.max_requests

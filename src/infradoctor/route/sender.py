@@ -19,6 +19,9 @@ from infradoctor.load.client import Connection, HeaderConnection, connection_cla
 from infradoctor.load.spec import RequestSpec
 from infradoctor.route.prober import Exchange
 
+DEFAULT_CONNECT_TIMEOUT_S = 5.0
+"""Connect timeout (capped by the request timeout): a backend that cannot accept in 5 s is as good as down."""
+
 _STALE_CLASSES = frozenset({taxonomy.RESET})
 """Failures on a reused idle connection that mean the server had closed it: reconnect and send again once."""
 
@@ -26,10 +29,18 @@ _STALE_CLASSES = frozenset({taxonomy.RESET})
 class EngineSender:
     """Sends one fixed request over a persistent load-engine connection and awaits each outcome."""
 
-    def __init__(self, spec: RequestSpec, *, timeout_s: float = 30.0, capture: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        spec: RequestSpec,
+        *,
+        timeout_s: float = 30.0,
+        connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+        capture: Sequence[str] = (),
+    ) -> None:
         self.target = spec.target
         self.wire = spec.wire_requests()[0]
         self.timeout_s = timeout_s
+        self.connect_timeout_s = min(timeout_s, connect_timeout_s)
         self.conn_class = connection_class(
             capture=frozenset(h.lower().encode("latin-1") for h in capture),
             stream=False,
@@ -96,7 +107,7 @@ class EngineSender:
                 if self.conn is not None:
                     self.conn.close()
                     self.conn = None
-                failure = await self._connect(deadline)
+                failure = await self._connect(min(deadline, time.perf_counter() + self.connect_timeout_s))
                 if failure is not None:
                     return Exchange(None, failure, _ms(start))
                 fresh = True

@@ -92,28 +92,41 @@ def quantile_difference(
     confidence: float = 0.95,
 ) -> Estimate:
     """``quantile(a, q) - quantile(b, q)`` with a seeded percentile-bootstrap confidence interval."""
+    return quantile_differences(a, b, (q,), resamples=resamples, seed=seed, confidence=confidence)[q]
+
+
+def quantile_differences(
+    a: Sequence[float],
+    b: Sequence[float],
+    qs: Sequence[float],
+    *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> dict[float, Estimate]:
+    """:func:`quantile_difference` at several quantiles from the same resamples (one bootstrap, not one per q)."""
     if not a or not b:
-        return NA
+        return dict.fromkeys(qs, NA)
     sa, sb = sorted(a), sorted(b)
-    qa, qb = quantile(sa, q), quantile(sb, q)
-    assert qa is not None and qb is not None
-    point = qa - qb
+    points = {q: (quantile(sa, q) or 0.0) - (quantile(sb, q) or 0.0) for q in qs}
     ta, tb = thin(a, BOOTSTRAP_MAX_SAMPLES), thin(b, BOOTSTRAP_MAX_SAMPLES)
     if len(ta) < 2 or len(tb) < 2:
-        return Estimate(point, None, None)
+        return {q: Estimate(points[q], None, None) for q in qs}
     rng = random.Random(seed)
-    diffs: list[float] = []
+    diffs: dict[float, list[float]] = {q: [] for q in qs}
     for _ in range(max(1, resamples)):
         ra = sorted(rng.choices(ta, k=len(ta)))
         rb = sorted(rng.choices(tb, k=len(tb)))
-        da, db = quantile(ra, q), quantile(rb, q)
-        assert da is not None and db is not None
-        diffs.append(da - db)
-    diffs.sort()
+        for q in qs:
+            diffs[q].append((quantile(ra, q) or 0.0) - (quantile(rb, q) or 0.0))
     tail = (1.0 - confidence) / 2.0
-    low = diffs[max(0, math.floor(tail * len(diffs)))]
-    high = diffs[min(len(diffs) - 1, math.ceil((1.0 - tail) * len(diffs)) - 1)]
-    return Estimate(point, low, high)
+    out: dict[float, Estimate] = {}
+    for q in qs:
+        values = sorted(diffs[q])
+        low = values[max(0, math.floor(tail * len(values)))]
+        high = values[min(len(values) - 1, math.ceil((1.0 - tail) * len(values)) - 1)]
+        out[q] = Estimate(points[q], low, high)
+    return out
 
 
 def normal_sf(z: float) -> float:
