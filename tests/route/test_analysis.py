@@ -110,3 +110,27 @@ def test_analyze_counts_unknown_upstreams() -> None:
     targets = [BackendTarget(B1, frozenset({"10.0.0.1:8000"}))]
     ev = analyze(run, router_url="http://lb/", targets=targets)
     assert ev.distribution.attributed == 1 and ev.distribution.unknown_addresses == {"10.9.9.9:80": 1}
+
+
+def test_retried_attempts_count_against_the_backend_that_failed_them() -> None:
+    run = ProbeRun(
+        samples=(
+            s(5.0, served_by="10.0.0.1:8000, 10.0.0.2:8000"),
+            s(5.0, served_by="10.0.0.1:8000, 10.0.0.2:8000"),
+            s(5.0, served_by="10.0.0.2:8000"),
+        ),
+        header="x-upstream-addr",
+    )
+    targets = [BackendTarget(B1, frozenset({"10.0.0.1:8000"})), BackendTarget(B2, frozenset({"10.0.0.2:8000"}))]
+    ev = analyze(run, router_url="http://lb/", targets=targets)
+    assert [b.failed_attempts for b in ev.backends] == [2, 0]
+    assert [b.served for b in ev.backends] == [0, 3]
+
+
+def test_cold_start_compares_each_path_with_its_own_steady_state() -> None:
+    # routed requests are 20 ms slower than direct ones; the first (routed) requests are not cold for that
+    first = [s(25.0, t=i) for i in range(5)]
+    rest = [s(25.0, t=10 + i) for i in range(10)]
+    rest += [s(5.0, kind=DIRECT, path=B1, t=20 + i) for i in range(15)]
+    cold = cold_start(first + rest)
+    assert cold is not None and cold.first_p50_ms == pytest.approx(5.0) and cold.steady_p50_ms == 5.0

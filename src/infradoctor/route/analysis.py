@@ -123,16 +123,23 @@ def address_of(url_or_value: str) -> str:
     return f"{host}:{port}"
 
 
-def parse_upstream_value(value: str) -> tuple[str, int]:
-    """The serving ``host:port`` (last entry) and the number of attempts in an upstream-address header value.
+def upstream_entries(value: str) -> list[str]:
+    """Every ``host:port`` in an upstream-address header value, in the order tried.
 
     nginx's ``$upstream_addr`` lists every upstream tried, comma-separated (``" : "`` separates internal
-    redirects); the last one served the response.
+    redirects); the last one served the response, the earlier ones failed.
     """
-    entries = [e.strip() for e in value.replace(" : ", ",").split(",") if e.strip()]
-    if not entries:
-        return "", 0
-    return address_of(entries[-1]), len(entries)
+    return [address_of(e.strip()) for e in value.replace(" : ", ",").split(",") if e.strip()]
+
+
+def parse_upstream_value(value: str) -> tuple[str, int]:
+    """The serving ``host:port`` (last entry) and the number of attempts in an upstream-address header value."""
+    entries = upstream_entries(value)
+    return (entries[-1], len(entries)) if entries else ("", 0)
+
+
+def _target_of(address: str, targets: Sequence[BackendTarget]) -> str | None:
+    return next((t.url for t in targets if address in t.addresses or address == t.address), None)
 
 
 def path_stats(name: str, kind: str, url: str, samples: Sequence[Sample]) -> PathStats:
@@ -159,9 +166,9 @@ def match_backend(value: str | None, targets: Sequence[BackendTarget]) -> tuple[
     if not value:
         return None, None, 0
     served, attempts = parse_upstream_value(value)
-    for target in targets:
-        if served in target.addresses or served == target.address:
-            return target.url, served, attempts
+    url = _target_of(served, targets)
+    if url is not None:
+        return url, served, attempts
     # Headers that carry a name rather than an address (e.g. HAProxy's server name) can match a URL exactly.
     for target in targets:
         if value.strip() == target.url:
@@ -280,17 +287,30 @@ def _window(value: float) -> float:
 
 
 def cold_start(samples: Iterable[Sample]) -> ColdStart | None:
-    """First successful requests to a backend (by send time) against the rest, when there are enough."""
+    """First successful requests to a backend (by send time, routed or direct) against its steady state.
+
+    Routed and direct requests differ by the router's overhead, so each of the first requests is compared with the
+    steady median of its own path and expressed on the direct path's scale (``steady_p50_ms`` is the direct
+    steady median when there is one).
+    """
     ordered = sorted((s for s in samples if s.ok), key=lambda s: s.started_s)
     if len(ordered) < COLD_FIRST_REQUESTS + COLD_MIN_STEADY:
         return None
-    first = [s.latency_ms for s in ordered[:COLD_FIRST_REQUESTS]]
-    rest = [s.latency_ms for s in ordered[COLD_FIRST_REQUESTS:]]
+    first, rest = ordered[:COLD_FIRST_REQUESTS], ordered[COLD_FIRST_REQUESTS:]
+    steady: dict[str, float] = {}
+    for kind in (DIRECT, ROUTER):
+        values = [s.latency_ms for s in rest if s.kind == kind]
+        if len(values) >= COLD_FIRST_REQUESTS:
+            steady[kind] = statistics.median(values)
+    if not steady:
+        return None
+    reference = steady.get(DIRECT, steady.get(ROUTER, 0.0))
+    adjusted = [s.latency_ms - steady.get(s.kind, reference) + reference for s in first]
     return ColdStart(
         first_n=len(first),
-        first_p50_ms=statistics.median(first),
-        steady_p50_ms=statistics.median(rest),
-        first_max_ms=max(first),
+        first_p50_ms=statistics.median(adjusted),
+        steady_p50_ms=reference,
+        first_max_ms=max(adjusted),
     )
 
 
@@ -342,7 +362,13 @@ def analyze(
     served: dict[int, str] = {}
     unknown: Counter[str] = Counter()
     unattributed = 0
+    failed_attempts: Counter[str] = Counter()
     for index, sample in enumerate(routed):
+        if sample.served_by and "," in sample.served_by:
+            for tried in upstream_entries(sample.served_by)[:-1]:
+                failed = _target_of(tried, targets)
+                if failed is not None:
+                    failed_attempts[failed] += 1
         url, address, _ = match_backend(sample.served_by, targets)
         if url is not None:
             served[index] = url
@@ -369,6 +395,7 @@ def analyze(
                 share=counts.get(target.url, 0) / total if total else None,
                 expected_share=shares[target.url],
                 routed_errors=sum(1 for s in mine if not s.ok),
+                failed_attempts=failed_attempts.get(target.url, 0),
                 routed_p50_ms=quantile(mine_ok, 0.5),
                 health=(health or {}).get(target.url),
                 counter_delta=(counter_deltas or {}).get(target.url),

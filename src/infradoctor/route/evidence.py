@@ -213,11 +213,11 @@ class ColdStart:
     first_n: int
     """How many first requests were compared."""
     first_p50_ms: float
-    """Median of the first requests (ms)."""
+    """Median of the first requests (ms), routed ones shifted by the routed-direct difference."""
     steady_p50_ms: float
-    """Median of the rest (ms)."""
+    """Median of the rest on the direct path (ms; the routed path when no direct request succeeded)."""
     first_max_ms: float
-    """Slowest of the first requests (ms)."""
+    """Slowest of the first requests (ms), shifted like ``first_p50_ms``."""
 
     @property
     def ratio(self) -> float:
@@ -255,6 +255,8 @@ class BackendStats:
     """Routed requests attributed to it that failed."""
     routed_p50_ms: float | None
     """Median of successful routed requests it served (ms)."""
+    failed_attempts: int = 0
+    """Routed attempts on it that the router retried elsewhere (earlier entries of an upstream-address list)."""
     health: HealthCheck | None = None
     """Its health endpoint, when audited."""
     counter_delta: int | None = None
@@ -271,6 +273,7 @@ class BackendStats:
             "expected_share": round(self.expected_share, 4),
             "served": self.served,
             "routed_errors": self.routed_errors,
+            "failed_attempts": self.failed_attempts,
             "routed_p50_ms": _r(self.routed_p50_ms),
             "direct": self.direct.to_dict(),
             "health": self.health.to_dict() if self.health else None,

@@ -43,8 +43,12 @@ class RuleOptions:
 
 
 def requests_and_errors(backend: BackendStats) -> tuple[int, int]:
-    """Requests that reached or tried this backend and how many failed: direct plus routed ones it served."""
-    return backend.direct.requests + backend.served, backend.direct.error_count + backend.routed_errors
+    """Requests that reached or tried this backend and how many failed.
+
+    Direct requests, routed ones it served, and routed attempts on it that the router retried elsewhere.
+    """
+    requests = backend.direct.requests + backend.served + backend.failed_attempts
+    return requests, backend.direct.error_count + backend.routed_errors + backend.failed_attempts
 
 
 def is_down(backend: BackendStats) -> bool:

@@ -11,7 +11,8 @@ Why it matters:
     still costing latency and capacity.
 
 How it is measured:
-    Direct requests to each backend, plus routed requests the upstream header attributes to it. Down: at least
+    Direct requests to each backend, plus routed requests the upstream header attributes to it, plus routed
+    attempts on it that the router retried elsewhere (nginx lists every upstream tried). Down: at least
     ``DOWN_FRACTION`` of direct requests fail to connect. Errors: rate at least ``ERROR_RATE_MIN``, above twice
     the others' rate plus ``ERROR_RATE_MARGIN``, one-sided two-proportion p-value below ``ERROR_P_VALUE``.
     Latency: the lower end of its p50 confidence interval is above ``LATENCY_RATIO`` times the upper end of every
@@ -50,6 +51,7 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
             "direct_error_rate": round(backend.direct.error_rate, 4),
             "routed_served": backend.served,
             "routed_errors": backend.routed_errors,
+            "routed_failed_attempts": backend.failed_attempts,
             "direct_p50_ms": backend.direct.p50.value,
             "direct_p99_ms": backend.direct.p99.value,
         }
