@@ -317,6 +317,7 @@ def haproxy_config(
     weights: Sequence[int] | None = None,
     server_timeout_s: float = 30.0,
     retries: int = 0,
+    retry_on: str = "conn-failure empty-response response-timeout",
     check: bool = False,
 ) -> str:
     """An HAProxy body: round-robin backend (optionally weighted) that names the serving server in X-Served-By."""
@@ -334,7 +335,8 @@ backend be
     balance roundrobin
     timeout server {int(server_timeout_s * 1000)}ms
     retries {retries}
-    option redispatch
+    retry-on {retry_on}
+    option redispatch 1
     http-response set-header X-Served-By %si:%sp
 {servers}
 """

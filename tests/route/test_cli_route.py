@@ -64,8 +64,9 @@ def test_post_body_stored_run_and_renderers(cli, tmp_path: Path, result_validato
     assert data["metrics"]["network"]["bandwidth"][0]["mbits_per_s"] is None  # no iperf3 server here
     assert data["metrics"]["network"]["bandwidth"][0]["reason"]
     assert data["metrics"]["network"]["connect"][0]["keep_alive"] is True
-    shown = cli("show", data["run_id"], "--format", "md")
-    assert shown.exit_code == 0 and "Router or backend?" in shown.stdout
+    for fmt in ("md", "html"):
+        shown = cli("show", data["run_id"], "--format", fmt)
+        assert shown.exit_code == 0 and "Router or backend?" in shown.stdout and "Backends" in shown.stdout, fmt
 
 
 @pytest.mark.integration

@@ -204,6 +204,20 @@ def test_retries_to_a_second_backend_with_envoy_headers_and_counters(cli, tmp_pa
     assert routed_attempts == r005["evidence"]["backend_attempts"]  # the counters agree with the header
 
 
+def test_haproxy_retry_on_503_seen_by_backend_counters(cli, tmp_path, result_validator) -> None:
+    specs = [{"latency_ms": 2, "fail_rate": 0.5, "fail_status": 503}, {"latency_ms": 2}]
+    with backends(tmp_path, specs) as bs:
+        conf = haproxy_config(bs, retries=2, retry_on="conn-failure 503")
+        with haproxy(conf, tmp_path) as r:
+            result = route(cli, tmp_path, r.url + "/predict", urls(bs), "--counter-path", "/stats",
+                           validator=result_validator)
+    r005 = finding(result, "R005")
+    assert r005["evidence"]["source"] == "backend-counters"  # HAProxy names only the final server
+    assert r005["evidence"]["amplification"] > 1.1
+    assert result["metrics"]["paths"][0]["error_rate"] < 0.1  # the retries hid most 503s from the client
+    assert finding(result, "R003")["evidence"]["backend"] == bs[0].url
+
+
 def test_cold_backend(cli, tmp_path, result_validator) -> None:
     with backends(tmp_path, [{"latency_ms": 3, "cold_requests": 6, "cold_ms": 150}]) as bs:
         with py_router(tmp_path, bs) as r:
