@@ -195,3 +195,18 @@ def test_s007_client_timeout_cluster() -> None:
     assert f.evidence["client_timeout_s"] == 2.0 and by_code(client, "R008") == []
     router = replace(ev, timeout=replace(cluster, statuses={"http_504": 12}))
     assert by_code(router, "S007") == [] and len(by_code(router, "R008")) == 1
+
+
+def test_r001_tail_only_when_the_whole_interval_clears_the_threshold() -> None:
+    from dataclasses import replace
+
+    from infradoctor.route.stats import Estimate
+
+    ev = evidence(Scenario([BackendSpec(B1), BackendSpec(B2)], requests_per_path=300))
+    att = ev.attribution
+    assert by_code(ev, "R001") == []
+    clear = replace(ev, attribution=replace(att, added_p99=Estimate(40.0, 25.0, 60.0)))
+    (f,) = by_code(clear, "R001")
+    assert f.severity.value == "medium" and "p99" in f.title
+    noisy = replace(ev, attribution=replace(att, added_p99=Estimate(40.0, 2.0, 60.0)))
+    assert by_code(noisy, "R001") == []

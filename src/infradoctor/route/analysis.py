@@ -335,7 +335,7 @@ def retries_from_counters(
     """Backend request counters against what the client sent (direct requests that reached a backend subtracted)."""
     if not counter_deltas or any(v is None for v in counter_deltas.values()):
         return None
-    reached_directly = sum(1 for s in direct if s.status is not None and s.path in counter_deltas)
+    reached_directly = sum(1 for s in direct if s.error not in CONNECT_ERROR_CLASSES and s.path in counter_deltas)
     client_routed = sum(1 for s in routed if s.error not in CONNECT_ERROR_CLASSES)
     backend_routed = sum(v or 0 for v in counter_deltas.values()) - reached_directly
     if client_routed == 0:
