@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from infradoctor.report.sections import Cell, Section, Table, format_value
 from infradoctor.result import Result
@@ -17,6 +18,19 @@ def _ci(entry: Any) -> str:
     if low is not None and high is not None:
         text += f" [{format_value(low)}, {format_value(high)}]"
     return text
+
+
+def _short(url: Any) -> str:
+    """``host:port`` of a backend URL (tables stay narrow); anything else as is."""
+    text = str(url)
+    netloc = urlsplit(text).netloc if "://" in text else ""
+    return netloc or text
+
+
+def _health(health: Any) -> str:
+    if not isinstance(health, Mapping) or not health:
+        return "–"
+    return f"{health.get('status') or 'no answer'} {urlsplit(str(health.get('url', ''))).path}"
 
 
 def _errors(errors: Any) -> str:
@@ -33,7 +47,7 @@ def sections(result: Result) -> list[Section]:
     if paths:
         rows = [
             (
-                p.get("name"),
+                _short(p.get("name")),
                 p.get("kind"),
                 p.get("requests"),
                 _errors(p.get("errors")),
@@ -65,7 +79,10 @@ def sections(result: Result) -> list[Section]:
             tables = (
                 Table(
                     ("backend", "routed n", "direct n", "added p50 ms [95% CI]"),
-                    [(b.get("backend"), b.get("routed_n"), b.get("direct_n"), _ci(b.get("added_p50_ms"))) for b in per],
+                    [
+                        (_short(b.get("backend")), b.get("routed_n"), b.get("direct_n"), _ci(b.get("added_p50_ms")))
+                        for b in per
+                    ],
                 ),
             )
         out.append(Section("Router or backend?", tables=tables, lines=lines))
@@ -78,13 +95,13 @@ def sections(result: Result) -> list[Section]:
             share = b.get("share")
             backend_rows.append(
                 (
-                    b.get("url"),
+                    _short(b.get("url")),
                     "–" if share is None else f"{share:.0%}",
                     f"{(b.get('expected_share') or 0):.0%}",
                     b.get("served"),
                     f"{(direct.get('error_rate') or 0):.1%}",
                     _ci(direct.get("p50_ms")),
-                    "–" if not health else f"{health.get('status') or 'no answer'} {health.get('url', '')}",
+                    _health(health),
                 )
             )
         dist = metrics.get("distribution") or {}
@@ -130,7 +147,7 @@ def sections(result: Result) -> list[Section]:
     if connect or lines:
         rows = [
             (
-                c.get("name"),
+                _short(c.get("name")),
                 c.get("address"),
                 c.get("attempts"),
                 _errors(c.get("failures")),
