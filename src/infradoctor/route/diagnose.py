@@ -1,0 +1,297 @@
+"""``infradoctor route`` as a library call: probe, analyse, apply the rules, build the result.
+
+:func:`diagnose` runs the side probes (TCP connects, counters), the interleaved prober, then health checks and
+counters again, and turns it all into a :class:`~infradoctor.result.Result` whose ``metrics`` layout is documented
+in :mod:`infradoctor.route`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from infradoctor.errors import UsageError
+from infradoctor.load.engine import StopSignal, run_sync
+from infradoctor.load.spec import RequestSpec
+from infradoctor.result import ErrorNote, Result, new_result, utc_now_iso
+from infradoctor.route.analysis import BackendTarget, ProbeRun, analyze
+from infradoctor.route.evidence import DIRECT, ROUTER, Bandwidth, HealthCheck, RouteEvidence
+from infradoctor.route.network import (
+    HEALTH_PATHS,
+    check_health,
+    host_port,
+    measure_bandwidth,
+    probe_connects,
+    read_counter,
+    resolve_addresses,
+)
+from infradoctor.route.prober import ATTEMPT_HEADERS, UPSTREAM_HEADERS, ProbePath, ProbePlan, run_probe
+from infradoctor.route.rules import RuleOptions, run_rules
+from infradoctor.route.rules._common import DEFAULT_SLOW_MS
+from infradoctor.route.sender import EngineSender
+from infradoctor.route.stats import thin
+
+MAX_DISTRIBUTION_SAMPLES = 5000
+"""Raw latencies kept per side in ``metrics.distributions``."""
+
+
+@dataclass(frozen=True)
+class RouteOptions:
+    """Everything ``infradoctor route`` needs."""
+
+    router: str
+    """Router URL including the request path (e.g. ``http://lb:8080/v1/predict``)."""
+    backends: tuple[str, ...]
+    """Backend URLs; one without a path gets the router URL's path and query."""
+    method: str = "GET"
+    """HTTP method."""
+    body: bytes | None = None
+    """Request body."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """Extra request headers."""
+    concurrency: int = 4
+    """In-flight requests on the active path."""
+    per_worker: int = 2
+    """Requests per connection per slot."""
+    duration_s: float = 10.0
+    """Length of the interleaved measurement."""
+    max_requests: int = 100_000
+    """Request budget across all paths."""
+    timeout_s: float = 30.0
+    """Client timeout per request."""
+    backend_header: str | None = None
+    """Header naming the serving backend; None to auto-detect."""
+    weights: tuple[float, ...] | None = None
+    """Expected relative share per backend."""
+    health_path: str | None = None
+    """Health path to audit; None tries the usual ones."""
+    counter_path: str | None = None
+    """Backend request-counter path for retry detection."""
+    connect_probes: int = 50
+    """TCP connects per endpoint (0 to skip)."""
+    iperf: bool = False
+    """Measure bandwidth with iperf3 where a server answers."""
+    iperf_port: int = 5201
+    """iperf3 server port."""
+    slow_ms: float = DEFAULT_SLOW_MS
+    """Direct median from which backends count as slow (R002)."""
+    seed: int = 0
+    """Seed of the bootstrap."""
+    stop: StopSignal | None = None
+    """Set it (e.g. from a SIGINT handler) to end the measurement early with a partial result."""
+
+
+def backend_request_url(router: str, backend: str) -> str:
+    """The URL requests to ``backend`` go to: its own path, or the router URL's path and query when it has none."""
+    b = urlsplit(backend)
+    if b.path not in ("", "/") or b.query:
+        return backend
+    r = urlsplit(router)
+    return urlunsplit((b.scheme, b.netloc, r.path or "/", r.query, ""))
+
+
+def validate(options: RouteOptions) -> None:
+    """Raise UsageError for anything that cannot be probed."""
+    for url in (options.router, *options.backends):
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise UsageError(f"not an http(s) URL: {url!r}")
+        try:
+            _ = parts.port
+        except ValueError as exc:
+            raise UsageError(f"bad port in {url!r}: {exc}") from None
+    if not options.backends:
+        raise UsageError("give at least one --backend URL")
+    if len(set(options.backends)) != len(options.backends):
+        raise UsageError("each --backend may be given once")
+    if options.weights is not None and len(options.weights) != len(options.backends):
+        raise UsageError(f"--weights has {len(options.weights)} values for {len(options.backends)} backends")
+    if options.weights is not None and (any(w < 0 for w in options.weights) or sum(options.weights) <= 0):
+        raise UsageError("--weights must be non-negative with a positive sum")
+    if options.concurrency < 1 or options.per_worker < 1:
+        raise UsageError("--concurrency must be at least 1")
+    if options.duration_s <= 0 or options.timeout_s <= 0:
+        raise UsageError("--duration and --timeout must be positive")
+
+
+def diagnose(options: RouteOptions) -> Result:
+    """Measure router and backends, interleaved, and return the result with findings."""
+    validate(options)
+    started_at = utc_now_iso()
+    t0 = time.perf_counter()
+    errors: list[ErrorNote] = []
+    targets = [BackendTarget(url, resolve_addresses(url)) for url in options.backends]
+    endpoints = [(ROUTER, options.router), *((url, url) for url in options.backends)]
+    connect = probe_connects(endpoints, count=options.connect_probes) if options.connect_probes > 0 else []
+    before = {url: read_counter(url, options.counter_path) for url in options.backends} if options.counter_path else {}
+    run: ProbeRun = run_sync(_probe(options))
+    deltas: dict[str, int | None] = {}
+    if options.counter_path:
+        for url in options.backends:
+            after = read_counter(url, options.counter_path)
+            start = before.get(url)
+            deltas[url] = None if after is None or start is None else after - start
+            if deltas[url] is None:
+                errors.append(ErrorNote("route.counter", f"could not read {options.counter_path} on {url}"))
+    paths = (options.health_path,) if options.health_path else HEALTH_PATHS
+    health: dict[str, HealthCheck] = {url: check_health(url, paths) for url in options.backends}
+    bandwidth: list[Bandwidth] = []
+    if options.iperf:
+        hosts = dict.fromkeys(host_port(url)[0] for url in options.backends)
+        bandwidth = [measure_bandwidth(host, port=options.iperf_port) for host in hosts]
+    evidence = analyze(
+        run,
+        router_url=options.router,
+        targets=targets,
+        weights=options.weights,
+        health=health,
+        counter_deltas=deltas,
+        connect=connect,
+        bandwidth=bandwidth,
+        client_timeout_s=options.timeout_s,
+        seed=options.seed,
+    )
+    errors.extend(_notes(evidence))
+    if options.stop is not None and options.stop.is_set():
+        errors.append(ErrorNote("route.interrupted", f"stopped early after {run.duration_s:.1f} s; partial result"))
+    findings = run_rules(evidence, RuleOptions(slow_backend_ms=options.slow_ms))
+    return new_result(
+        "route",
+        started_at=started_at,
+        duration_s=time.perf_counter() - t0,
+        target={"router": options.router, "backends": list(options.backends), "method": options.method.upper()},
+        metrics=build_metrics(evidence, run, options),
+        findings=findings,
+        errors=errors,
+    )
+
+
+async def _probe(options: RouteOptions) -> ProbeRun:
+    capture = tuple(dict.fromkeys([*UPSTREAM_HEADERS, *ATTEMPT_HEADERS, *(
+        [options.backend_header.lower()] if options.backend_header else []
+    )]))
+    paths = [ProbePath(ROUTER, ROUTER, options.router)]
+    paths += [ProbePath(url, DIRECT, backend_request_url(options.router, url)) for url in options.backends]
+    plan = ProbePlan(
+        concurrency=options.concurrency,
+        per_worker=options.per_worker,
+        duration_s=options.duration_s,
+        max_requests=options.max_requests,
+        backend_header=options.backend_header,
+        stop=options.stop.is_set if options.stop is not None else None,
+    )
+
+    def make_sender(url: str) -> EngineSender:
+        spec = RequestSpec(
+            url=url,
+            method=options.method,
+            headers=dict(options.headers),
+            bodies=(options.body,) if options.body is not None else (),
+            capture_headers=capture,
+        )
+        return EngineSender(spec, timeout_s=options.timeout_s, capture=capture)
+
+    return await run_probe(paths, plan, make_sender, opened=lambda s: getattr(s, "opened", 0))
+
+
+def _notes(evidence: RouteEvidence) -> list[ErrorNote]:
+    notes: list[ErrorNote] = []
+    if evidence.router.requests and evidence.router.ok == 0:
+        classes = ", ".join(f"{k} x{v}" for k, v in evidence.router.errors.items())
+        notes.append(ErrorNote("route.router", f"no routed request succeeded ({classes})"))
+    dist = evidence.distribution
+    if evidence.router.ok and dist.header is None:
+        notes.append(
+            ErrorNote(
+                "route.distribution",
+                "no response named its backend (looked for " + ", ".join(UPSTREAM_HEADERS) + "); "
+                "per-backend shares need --backend-header or e.g. nginx `add_header X-Upstream-Addr $upstream_addr`",
+            )
+        )
+    elif dist.unattributed and dist.unknown_addresses:
+        notes.append(
+            ErrorNote(
+                "route.distribution",
+                f"{dist.unattributed} routed responses named backends that are not a --backend: "
+                + ", ".join(dist.unknown_addresses),
+                count=dist.unattributed,
+            )
+        )
+    return notes
+
+
+def build_metrics(evidence: RouteEvidence, run: ProbeRun, options: RouteOptions) -> dict[str, Any]:
+    """The ``metrics`` of a route result (layout in :mod:`infradoctor.route`)."""
+    att = evidence.attribution
+    routed = [s.latency_ms for s in run.samples if s.kind == ROUTER and s.ok]
+    direct = [s.latency_ms for s in run.samples if s.kind == DIRECT and s.ok]
+    direct_requests = sum(b.direct.requests for b in evidence.backends)
+    direct_errors = sum(b.direct.error_count for b in evidence.backends)
+    headline: dict[str, float | int] = {}
+    for name, value in (
+        ("router_added_p50_ms", att.added_p50.value),
+        ("router_added_p99_ms", att.added_p99.value),
+        ("routed_p50_ms", att.routed_p50_ms),
+        ("direct_p50_ms", att.direct_p50_ms),
+        ("routed_p99_ms", att.routed_p99_ms),
+        ("direct_p99_ms", att.direct_p99_ms),
+        ("routed_error_rate", evidence.router.error_rate),
+        ("direct_error_rate", direct_errors / direct_requests if direct_requests else None),
+        ("requests", len(run.samples)),
+    ):
+        if value is not None:
+            headline[name] = round(value, 4) if isinstance(value, float) else value
+    return {
+        "paths": [evidence.router.to_dict(), *(b.direct.to_dict() for b in evidence.backends)],
+        "attribution": att.to_dict(),
+        "backends": [b.to_dict() for b in evidence.backends],
+        "distribution": evidence.distribution.to_dict(),
+        "timeouts": evidence.timeout.to_dict() if evidence.timeout else None,
+        "retries": evidence.retries.to_dict() if evidence.retries else None,
+        "network": {
+            "connect": [c.to_dict() for c in evidence.connect],
+            "bandwidth": [b.to_dict() for b in evidence.bandwidth],
+        },
+        "plan": {
+            "concurrency": options.concurrency,
+            "per_worker": options.per_worker,
+            "duration_s": options.duration_s,
+            "measured_s": round(evidence.duration_s, 3),
+            "timeout_s": options.timeout_s,
+            "method": options.method.upper(),
+            "backend_header": options.backend_header,
+            "weights": list(options.weights) if options.weights else None,
+        },
+        "headline": headline,
+        "distributions": {
+            "routed_latency_ms": [round(v, 4) for v in thin(routed, MAX_DISTRIBUTION_SAMPLES)],
+            "direct_latency_ms": [round(v, 4) for v in thin(direct, MAX_DISTRIBUTION_SAMPLES)],
+        },
+    }
+
+
+def parse_weights(text: str | None, count: int) -> tuple[float, ...] | None:
+    """``--weights 3,1,1`` as floats (None when not given); raises UsageError on bad input."""
+    if not text:
+        return None
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise UsageError(f"--weights must be comma-separated numbers, got {text!r}") from None
+    if len(values) != count:
+        raise UsageError(f"--weights has {len(values)} values for {count} backends")
+    return values
+
+
+def parse_headers(items: Sequence[str]) -> dict[str, str]:
+    """``-H 'Name: value'`` options as a dict; raises UsageError on a malformed one."""
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition(":")
+        if not sep or not name.strip():
+            raise UsageError(f"header must look like 'Name: value', got {item!r}")
+        out[name.strip()] = value.strip()
+    return out

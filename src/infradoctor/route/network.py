@@ -1,0 +1,211 @@
+"""Side probes of each path: TCP connect times, backend health endpoints, request counters, iperf3 bandwidth.
+
+All bounded in count and time; anything that cannot be measured comes back as a value that says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Sequence
+from urllib.parse import urlsplit
+
+from infradoctor.load.taxonomy import connect_error_class
+from infradoctor.route.evidence import Bandwidth, ConnectProbe, HealthCheck
+from infradoctor.route.stats import quantile
+
+HEALTH_PATHS = ("/health", "/healthz", "/ready", "/v1/models")
+"""Health paths tried in order when ``--health-path`` is not given."""
+
+CONNECT_TIMEOUT_S = 1.0
+"""Timeout of one TCP connect probe."""
+
+CONNECT_GIVE_UP_AFTER = 3
+"""Consecutive failed connects after which a target is not probed further."""
+
+HTTP_TIMEOUT_S = 3.0
+"""Timeout of a health or counter request."""
+
+IPERF_SECONDS = 2
+"""Length of one iperf3 measurement."""
+
+
+def host_port(url: str) -> tuple[str, int]:
+    """Host and port of an http(s) URL (default ports filled in)."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return parts.hostname or "", port
+
+
+def base_url(url: str) -> str:
+    """``scheme://host:port`` of a URL."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def resolve_addresses(url: str) -> frozenset[str]:
+    """``host:port`` spellings of a URL's endpoint: as written, and every address the name resolves to."""
+    host, port = host_port(url)
+    forms = {f"{host.lower()}:{port}"}
+    with contextlib.suppress(OSError, UnicodeError):
+        for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+            address = str(info[4][0])
+            forms.add(f"[{address}]:{port}" if ":" in address else f"{address}:{port}")
+    return frozenset(forms)
+
+
+def probe_connects(
+    targets: Sequence[tuple[str, str]],
+    *,
+    count: int = 50,
+    timeout_s: float = CONNECT_TIMEOUT_S,
+    clock: Callable[[], float] = time.perf_counter,
+) -> list[ConnectProbe]:
+    """``count`` TCP connects to each ``(name, url)``, interleaved round-robin so that drift hits all of them."""
+    times: dict[str, list[float]] = {name: [] for name, _ in targets}
+    failures: dict[str, Counter[str]] = {name: Counter() for name, _ in targets}
+    attempts: dict[str, int] = dict.fromkeys(times, 0)
+    streak: dict[str, int] = dict.fromkeys(times, 0)
+    for _ in range(max(0, count)):
+        for name, url in targets:
+            if streak[name] >= CONNECT_GIVE_UP_AFTER:
+                continue
+            host, port = host_port(url)
+            attempts[name] += 1
+            start = clock()
+            try:
+                sock = socket.create_connection((host, port), timeout=timeout_s)
+            except OSError as exc:
+                failures[name][connect_error_class(exc)] += 1
+                streak[name] += 1
+                continue
+            elapsed = (clock() - start) * 1000.0
+            sock.close()
+            streak[name] = 0
+            times[name].append(elapsed)
+    out: list[ConnectProbe] = []
+    for name, url in targets:
+        ordered = sorted(times[name])
+        host, port = host_port(url)
+        out.append(
+            ConnectProbe(
+                name=name,
+                address=f"{host}:{port}",
+                attempts=attempts[name],
+                failures=dict(failures[name]),
+                p50_ms=quantile(ordered, 0.5),
+                p99_ms=quantile(ordered, 0.99),
+            )
+        )
+    return out
+
+
+def _get(url: str, timeout_s: float) -> tuple[int | None, bytes, float, str | None]:
+    """Status, body, latency (ms) and error of a GET."""
+    start = time.perf_counter()
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:  # noqa: S310 - URLs the user gave
+            body = response.read(65536)
+            return int(response.status), body, (time.perf_counter() - start) * 1000.0, None
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), b"", (time.perf_counter() - start) * 1000.0, None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return None, b"", (time.perf_counter() - start) * 1000.0, f"{type(reason).__name__}: {reason}"
+
+
+def check_health(
+    backend_url: str, paths: Sequence[str] = HEALTH_PATHS, *, timeout_s: float = HTTP_TIMEOUT_S
+) -> HealthCheck:
+    """Ask a backend's health paths in order; the first that answers other than 404/405 decides."""
+    base = base_url(backend_url)
+    tried: list[str] = []
+    last = HealthCheck(url=base + paths[0], status=None, healthy=False, latency_ms=None, error="not asked")
+    for path in paths:
+        url = base + (path if path.startswith("/") else "/" + path)
+        tried.append(path)
+        status, _, latency, error = _get(url, timeout_s)
+        last = HealthCheck(
+            url=url,
+            status=status,
+            healthy=status is not None and 200 <= status < 300,
+            latency_ms=latency,
+            error=error,
+            tried=tuple(tried),
+        )
+        if status is None:
+            break  # nothing answers at all: other paths will not either
+        if status not in (404, 405):
+            return last
+    return last
+
+
+def parse_counter(body: bytes) -> int | None:
+    """A request count from a counter endpoint.
+
+    Accepts a bare number, a JSON object with ``requests``/``requests_total``/``count``/``total``, or Prometheus
+    text whose ``*_requests_total`` samples are summed.
+    """
+    text = body.decode("utf-8", errors="replace").strip()
+    if not text:
+        return None
+    with contextlib.suppress(ValueError):
+        return int(float(text))
+    with contextlib.suppress(ValueError):
+        data = json.loads(text)
+        if isinstance(data, dict):
+            for key in ("requests", "requests_total", "count", "total"):
+                value = data.get(key)
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    return int(value)
+        return None
+    total: float | None = None
+    for line in text.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        name, _, rest = line.partition(" ")
+        metric = name.split("{", 1)[0]
+        if metric.endswith("_requests_total"):
+            with contextlib.suppress(ValueError, IndexError):
+                total = (total or 0.0) + float(rest.split()[0])
+    return None if total is None else int(total)
+
+
+def read_counter(backend_url: str, path: str, *, timeout_s: float = HTTP_TIMEOUT_S) -> int | None:
+    """The backend's request counter at ``path``, or None when it cannot be read."""
+    status, body, _, _ = _get(base_url(backend_url) + (path if path.startswith("/") else "/" + path), timeout_s)
+    return parse_counter(body) if status is not None and 200 <= status < 300 else None
+
+
+def measure_bandwidth(host: str, *, port: int = 5201, seconds: int = IPERF_SECONDS) -> Bandwidth:
+    """iperf3 throughput to ``host`` where an iperf3 server answers; otherwise a value that says why not."""
+    binary = shutil.which("iperf3")
+    if binary is None:
+        return Bandwidth(host, None, "iperf3 is not installed")
+    try:
+        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
+            pass
+    except OSError as exc:
+        return Bandwidth(host, None, f"no iperf3 server on {host}:{port} ({connect_error_class(exc)})")
+    try:
+        proc = subprocess.run(  # noqa: S603 - fixed argv
+            [binary, "-c", host, "-p", str(port), "-t", str(seconds), "-J"],
+            capture_output=True,
+            timeout=seconds + 10,
+            check=False,
+        )
+        data = json.loads(proc.stdout or b"{}")
+        bps = data.get("end", {}).get("sum_received", {}).get("bits_per_second")
+    except (subprocess.SubprocessError, OSError, ValueError) as exc:
+        return Bandwidth(host, None, f"iperf3 failed: {exc}")
+    if not isinstance(bps, (int, float)):
+        return Bandwidth(host, None, f"iperf3 gave no result: {data.get('error', 'unknown error')}")
+    return Bandwidth(host, float(bps) / 1e6)
+

@@ -1,0 +1,198 @@
+"""The interleaved prober: the same requests through the router and straight to each backend, alternating in time.
+
+Time is cut into slots. In each slot one path (the router, or one backend directly) carries ``concurrency``
+keep-alive connections, each sending ``per_worker`` requests one after another; then the next path takes over.
+The order alternates router and backends (``router, b1, router, b2, ...``), so the routed path gets as many slots
+as all direct paths together and every direct slot sits next to a routed one: slow drift on the host (other
+processes, thermal, GC) hits both sides alike, and only one path loads the backends at a time. A path whose last
+slot could not connect at all gets a single request per slot until it answers again, so a dead backend does not
+eat the run in connect timeouts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from infradoctor.route.analysis import CONNECT_ERROR_CLASSES, ProbeRun, parse_upstream_value
+from infradoctor.route.evidence import DIRECT, ROUTER, Sample
+
+UPSTREAM_HEADERS = ("x-upstream-addr", "x-served-by", "x-backend", "x-envoy-upstream-host")
+"""Response headers that may name the backend that served a routed request, in the order they are tried."""
+
+ATTEMPT_HEADERS = ("x-envoy-attempt-count",)
+"""Response headers that carry the router's upstream attempt count."""
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One request's outcome, as a path sender reports it."""
+
+    status: int | None
+    """HTTP status, None when no response arrived."""
+    error: str | None
+    """Error class, None for success."""
+    latency_ms: float
+    """Send to complete response (or error), ms."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """Captured response headers, lower-case names."""
+
+
+class Sender(Protocol):
+    """Sends the request on one path over one keep-alive connection (reconnecting when needed)."""
+
+    async def send(self) -> Exchange:
+        """Send one request and wait for its outcome (never raises for network errors)."""
+        ...
+
+    async def close(self) -> None:
+        """Close the connection."""
+        ...
+
+
+@dataclass(frozen=True)
+class ProbePath:
+    """A path to probe."""
+
+    name: str
+    """``router`` or the backend URL."""
+    kind: str
+    """``router`` or ``direct``."""
+    url: str
+    """Full request URL on this path (base URL plus the request path)."""
+
+
+@dataclass(frozen=True)
+class ProbePlan:
+    """How long and how hard to probe."""
+
+    concurrency: int = 4
+    """Connections (in-flight requests) on the active path."""
+    per_worker: int = 2
+    """Requests each connection sends per slot."""
+    duration_s: float = 10.0
+    """Stop starting slots after this long."""
+    max_requests: int = 100_000
+    """Stop starting slots after this many requests in all."""
+    backend_header: str | None = None
+    """Header that names the serving backend (lower-case); None to auto-detect."""
+    stop: Callable[[], bool] | None = None
+    """Checked between slots: when it returns True the probe ends early (Ctrl-C), keeping what was measured."""
+
+
+def schedule(paths: Sequence[ProbePath]) -> list[ProbePath]:
+    """One round: the router before each backend (``router, b1, router, b2, ...``)."""
+    router = [p for p in paths if p.kind == ROUTER]
+    direct = [p for p in paths if p.kind == DIRECT]
+    if not router:
+        return list(direct)
+    if not direct:
+        return list(router)
+    out: list[ProbePath] = []
+    for path in direct:
+        out.extend((router[0], path))
+    return out
+
+
+def upstream_of(headers: Mapping[str, str], wanted: str | None) -> tuple[str | None, str | None, int | None]:
+    """``(header name, raw value, attempts)`` naming the upstream in a routed response."""
+    attempts: int | None = None
+    for name in ATTEMPT_HEADERS:
+        value = headers.get(name)
+        if value is not None:
+            try:
+                attempts = int(value.split(",")[-1].strip())
+            except ValueError:
+                attempts = None
+    for name in (wanted,) if wanted else UPSTREAM_HEADERS:
+        value = headers.get(name) if name else None
+        if value:
+            if attempts is None:
+                attempts = parse_upstream_value(value)[1] or None
+            return name, value, attempts
+    return None, None, attempts
+
+
+async def run_probe(
+    paths: Sequence[ProbePath],
+    plan: ProbePlan,
+    make_sender: Callable[[str], Sender],
+    *,
+    clock: Callable[[], float] = time.perf_counter,
+    opened: Callable[[Sender], int] | None = None,
+) -> ProbeRun:
+    """Probe ``paths`` in alternating slots until the plan's duration or request budget is spent."""
+    senders: dict[str, list[Sender]] = {p.name: [make_sender(p.url) for _ in range(plan.concurrency)] for p in paths}
+    samples: list[Sample] = []
+    seq: dict[str, int] = {p.name: 0 for p in paths}
+    header_counts: dict[str, int] = {}
+    attempt_header: str | None = None
+    wanted = plan.backend_header.lower() if plan.backend_header else None
+    start = clock()
+    order = schedule(paths)
+
+    unreachable: set[str] = set()
+
+    async def worker(path: ProbePath, sender: Sender, requests: int) -> None:
+        nonlocal attempt_header
+        for _ in range(requests):
+            sent = clock() - start
+            exchange = await sender.send()
+            served_by = attempts = None
+            if path.kind == ROUTER:
+                name, served_by, attempts = upstream_of(exchange.headers, wanted)
+                if name:
+                    header_counts[name] = header_counts.get(name, 0) + 1
+                if any(h in exchange.headers for h in ATTEMPT_HEADERS):
+                    attempt_header = next(h for h in ATTEMPT_HEADERS if h in exchange.headers)
+            samples.append(
+                Sample(
+                    path=path.name,
+                    kind=path.kind,
+                    seq=seq[path.name],
+                    started_s=sent,
+                    latency_ms=exchange.latency_ms,
+                    status=exchange.status,
+                    error=exchange.error,
+                    served_by=served_by,
+                    attempts=attempts,
+                )
+            )
+            seq[path.name] += 1
+
+    try:
+        done = False
+        while not done and order:
+            for path in order:
+                before = len(samples)
+                if path.name in unreachable:  # one request per slot keeps watching without waiting on timeouts
+                    await worker(path, senders[path.name][0], 1)
+                else:
+                    await asyncio.gather(*(worker(path, s, plan.per_worker) for s in senders[path.name]))
+                if all(s.error in CONNECT_ERROR_CLASSES for s in samples[before:]):
+                    unreachable.add(path.name)
+                else:
+                    unreachable.discard(path.name)
+                if (
+                    clock() - start >= plan.duration_s
+                    or len(samples) >= plan.max_requests
+                    or (plan.stop is not None and plan.stop())
+                ):
+                    done = True
+                    break
+    finally:
+        for group in senders.values():
+            for sender in group:
+                await sender.close()
+    connections = {name: sum(opened(s) for s in group) for name, group in senders.items()} if opened else {}
+    header = max(header_counts, key=lambda h: header_counts[h]) if header_counts else None
+    return ProbeRun(
+        samples=tuple(sorted(samples, key=lambda s: s.started_s)),
+        header=header,
+        duration_s=clock() - start,
+        connections=connections,
+        attempt_header=attempt_header,
+    )

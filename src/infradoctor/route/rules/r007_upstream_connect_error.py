@@ -1,0 +1,77 @@
+"""R007 upstream-connect-error: TCP connects to a path fail intermittently, or take far longer than to the others.
+
+What it detects:
+    Connect probes to the router or a backend that fail some of the time (refused, timed out) without the
+    endpoint being down, or whose connect time stands out from the other paths'.
+
+Why it matters:
+    Intermittent connect failures become 502s and retries at the router (Envoy ``UF``/``UR``, nginx ``connect()
+    failed``, HAProxy ``SC``); slow connects add their time to every request that opens a connection, which is
+    every request when keep-alive is off. Causes: a full accept queue (``somaxconn``, backlog), conntrack or
+    ephemeral-port exhaustion, packet loss (SYN retransmits at 1 s, 3 s), a firewall or an overloaded node.
+
+How it is measured:
+    Before the run, ``--connects`` TCP connects per endpoint, interleaved across endpoints. Reported when an
+    endpoint has failures in at least ``MIN_FAILURE_RATE`` of its connects while some succeed (an endpoint where
+    every connect fails is down: R003), or when its median connect time is at least ``SLOW_RATIO`` times the
+    median of the other endpoints and at least ``SLOW_MIN_MS`` more.
+
+Fix:
+    Check the endpoint's listen backlog and accept rate (``ss -lnt``: Recv-Q at Send-Q means a full queue), socket
+    and port exhaustion on the node (``infradoctor node``), packet loss on the path; use pooled keep-alive
+    connections so that connects are rare.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from infradoctor.findings import Finding, Severity, make_finding
+from infradoctor.route.evidence import RouteEvidence
+from infradoctor.route.rules._common import RuleOptions
+
+CODE = "R007"
+
+MIN_FAILURE_RATE = 0.02
+"""Failed share of connects that matters."""
+
+SLOW_RATIO = 5.0
+"""An endpoint's median connect time must be this many times the others' median ..."""
+
+SLOW_MIN_MS = 2.0
+"""... and at least this much more (ms)."""
+
+
+def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
+    """R007 for each endpoint with intermittent connect failures or a standout connect time."""
+    findings: list[Finding] = []
+    for probe in evidence.connect:
+        connected = probe.attempts - sum(probe.failures.values())
+        base = {"path": probe.name, "address": probe.address, **probe.to_dict()}
+        if connected > 0 and probe.failure_rate >= MIN_FAILURE_RATE:
+            findings.append(
+                make_finding(
+                    CODE,
+                    f"{probe.failure_rate:.0%} of TCP connects to {probe.name} ({probe.address}) failed",
+                    base,
+                    severity=Severity.HIGH,
+                    impact=probe.failure_rate,
+                )
+            )
+            continue
+        others = [p.p50_ms for p in evidence.connect if p is not probe and p.p50_ms is not None]
+        if probe.p50_ms is None or not others:
+            continue
+        typical = statistics.median(others)
+        if probe.p50_ms >= SLOW_RATIO * typical and probe.p50_ms - typical >= SLOW_MIN_MS:
+            findings.append(
+                make_finding(
+                    CODE,
+                    f"TCP connects to {probe.name} ({probe.address}) take {probe.p50_ms:.1f} ms at p50, "
+                    f"{probe.p50_ms / typical if typical > 0 else float('inf'):.0f}x the other paths "
+                    f"({typical:.2f} ms)",
+                    {**base, "others_p50_ms": typical},
+                    severity=Severity.MEDIUM,
+                )
+            )
+    return findings

@@ -1,0 +1,52 @@
+"""R011 cold-backend: a backend is much slower on its first requests than afterwards.
+
+What it detects:
+    The first requests a backend served in the run (routed or direct, by send time) are several times slower
+    than its steady state.
+
+Why it matters:
+    A router that sends full traffic to a backend that has just started (model still loading, caches and CUDA
+    kernels cold, JIT warming up) gives those users multi-second latencies or errors, at every deploy and every
+    autoscaling event.
+
+How it is measured:
+    Median of the first ``COLD_FIRST_REQUESTS`` successful requests against the median of the rest (at least
+    ``COLD_MIN_STEADY``; ``route/analysis.py``). Reported when the ratio is at least ``MIN_RATIO`` and the
+    difference at least ``MIN_EXTRA_MS``.
+
+Fix:
+    Warm the model up at start-up and gate readiness on it; use slow start in the router (Envoy
+    ``slow_start_window``, HAProxy ``slowstart``, nginx Plus ``slow_start``).
+"""
+
+from __future__ import annotations
+
+from infradoctor.findings import Finding, make_finding
+from infradoctor.route.evidence import RouteEvidence
+from infradoctor.route.rules._common import RuleOptions
+
+CODE = "R011"
+
+MIN_RATIO = 3.0
+"""First-requests median over steady median from which a backend is cold."""
+
+MIN_EXTRA_MS = 50.0
+"""... and the smallest difference (ms) that matters."""
+
+
+def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
+    """R011 for each backend whose first requests were much slower."""
+    findings: list[Finding] = []
+    for backend in evidence.backends:
+        cold = backend.cold
+        if cold is None or cold.ratio < MIN_RATIO or cold.first_p50_ms - cold.steady_p50_ms < MIN_EXTRA_MS:
+            continue
+        findings.append(
+            make_finding(
+                CODE,
+                f"Backend {backend.url} was {cold.ratio:.1f}x slower on its first {cold.first_n} requests "
+                f"({cold.first_p50_ms:.0f} ms vs {cold.steady_p50_ms:.0f} ms)",
+                {"backend": backend.url, **cold.to_dict()},
+            )
+        )
+    return findings

@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from infradoctor.procs import free_port
+from infradoctor.route.network import (
+    check_health,
+    measure_bandwidth,
+    parse_counter,
+    probe_connects,
+    read_counter,
+    resolve_addresses,
+)
+from tests.route.servers import backends
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (b"42", 42),
+        (b'{"requests": 17, "other": 1}', 17),
+        (b'{"requests_total": 9.0}', 9),
+        (b"# HELP x\nhttp_requests_total{code=\"200\"} 5\nhttp_requests_total{code=\"500\"} 2\nother 9\n", 7),
+        (b'{"nothing": true}', None),
+        (b"", None),
+        (b"<html>", None),
+    ],
+)
+def test_parse_counter(body: bytes, expected: int | None) -> None:
+    assert parse_counter(body) == expected
+
+
+def test_resolve_addresses_includes_the_numeric_form() -> None:
+    forms = resolve_addresses("http://localhost:8123/x")
+    assert "localhost:8123" in forms and "127.0.0.1:8123" in forms
+
+
+def test_connect_probes_against_a_listener_and_a_closed_port() -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        port = listener.getsockname()[1]
+        closed = free_port()
+        probes = probe_connects(
+            [("open", f"http://127.0.0.1:{port}"), ("closed", f"http://127.0.0.1:{closed}")], count=20
+        )
+    by_name = {p.name: p for p in probes}
+    assert by_name["open"].attempts == 20 and by_name["open"].failures == {}
+    assert by_name["open"].p50_ms is not None and by_name["open"].p50_ms < 100
+    # a refusing port is given up after a few consecutive failures
+    assert by_name["closed"].failures == {"connect_refused": 3} and by_name["closed"].p50_ms is None
+    assert by_name["closed"].failure_rate == 1.0
+
+
+@pytest.mark.integration
+def test_health_and_counter_against_a_real_backend(tmp_path: Path) -> None:
+    with backends(tmp_path, [{"latency_ms": 1}, {"health_status": 503}]) as (ok, sick):
+        good = check_health(ok.url)
+        bad = check_health(sick.url)
+        custom = check_health(ok.url, ("/nope", "/stats"))
+        assert read_counter(ok.url, "/stats") == 0
+    assert good.healthy and good.status == 200 and good.url.endswith("/health")
+    assert not bad.healthy and bad.status == 503
+    assert custom.tried == ("/nope", "/stats") and custom.healthy  # 404 moves on to the next path
+    nothing = check_health(f"http://127.0.0.1:{free_port()}")
+    assert not nothing.healthy and nothing.status is None and nothing.error and nothing.tried == ("/health",)
+
+
+def test_bandwidth_without_an_iperf3_server_is_a_value_not_a_crash() -> None:
+    result = measure_bandwidth("127.0.0.1", port=free_port())
+    assert result.mbits_per_s is None and result.reason

@@ -1,0 +1,212 @@
+"""Each route rule on hand-built evidence: the case it must catch and the cases it must leave alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from infradoctor.findings import REGISTRY, rule_codes
+from infradoctor.route.evidence import Retries
+from infradoctor.route.rules import RuleOptions, rule_modules, run_rules
+from tests.route.builders import B1, B2, B3, BackendSpec, Scenario, evidence, healthy
+
+
+def codes_of(ev, options: RuleOptions | None = None) -> list[str]:
+    return sorted(f.code for f in run_rules(ev, options))
+
+
+def by_code(ev, code: str, options: RuleOptions | None = None):
+    return [f for f in run_rules(ev, options) if f.code == code]
+
+
+def test_every_route_rule_module_declares_a_registered_code() -> None:
+    seen = set()
+    for module in rule_modules():
+        for code in rule_codes(module):
+            assert code in REGISTRY
+            seen.add(code)
+        assert callable(module.check)
+    assert {"R001", "R002", "R003", "R004", "R005", "R006", "R007", "R008", "R010", "R011", "S007"} <= seen
+
+
+def test_healthy_pool_has_no_findings() -> None:
+    ev = evidence(Scenario([BackendSpec(B1), BackendSpec(B2), BackendSpec(B3)]))
+    assert codes_of(ev) == []
+
+
+def test_r001_router_adds_latency() -> None:
+    ev = evidence(Scenario([BackendSpec(B1), BackendSpec(B2)], router_ms=8.0))
+    (f,) = by_code(ev, "R001")
+    added = f.evidence["added_p50_ms"]
+    assert added["ci_low"] < 8.0 < added["ci_high"] + 0.5
+    assert f.severity.value == "high"
+    assert "R002" not in codes_of(ev)
+
+
+def test_r001_ignores_a_small_absolute_overhead() -> None:
+    # 1 ms on a 2 ms backend is 50% but below MIN_ADDED_MS
+    ev = evidence(Scenario([BackendSpec(B1, latency_ms=2.0, jitter_ms=0.2)], router_ms=1.0))
+    assert by_code(ev, "R001") == []
+
+
+def test_r002_slow_backends_behind_a_fast_router() -> None:
+    specs = [BackendSpec(B1, latency_ms=400, jitter_ms=30), BackendSpec(B2, latency_ms=420, jitter_ms=30)]
+    ev = evidence(Scenario(specs, router_ms=1.0))
+    (f,) = by_code(ev, "R002")
+    assert f.evidence["router_share_p50"] < 0.05
+    assert "R001" not in codes_of(ev)
+    assert by_code(ev, "R002", RuleOptions(slow_backend_ms=1000)) == []
+
+
+def test_r003_names_the_failing_backend() -> None:
+    specs = [BackendSpec(B1), BackendSpec(B2, error_rate=0.2), BackendSpec(B3)]
+    (f,) = by_code(evidence(Scenario(specs)), "R003")
+    assert f.evidence["backend"] == B2 and f.evidence["state"] == "failing" and B2 in f.title
+
+
+def test_r003_down_backend() -> None:
+    (f,) = by_code(evidence(Scenario([BackendSpec(B1), BackendSpec(B2, down=True)])), "R003")
+    assert f.evidence["backend"] == B2 and f.evidence["state"] == "down"
+
+
+def test_r003_slow_backend() -> None:
+    specs = [BackendSpec(B1), BackendSpec(B2, latency_ms=40, jitter_ms=2), BackendSpec(B3)]
+    (f,) = by_code(evidence(Scenario(specs)), "R003")
+    assert f.evidence["backend"] == B2 and f.evidence["state"] == "slow" and f.evidence["slowdown"] > 3
+
+
+def test_r003_does_not_fire_on_evenly_spread_errors() -> None:
+    specs = [BackendSpec(B1, error_rate=0.1), BackendSpec(B2, error_rate=0.1)]
+    assert by_code(evidence(Scenario(specs)), "R003") == []
+
+
+def test_r004_uneven_unless_weights_expect_it() -> None:
+    specs = [BackendSpec(B1, weight=3), BackendSpec(B2, weight=1)]
+    (f,) = by_code(evidence(Scenario(specs, requests_per_path=400)), "R004")
+    assert f.evidence["most_deviant"] in (B1, B2) and f.evidence["p_value"] < 0.001
+    assert by_code(evidence(Scenario(specs, requests_per_path=400), weights=(3, 1)), "R004") == []
+
+
+def test_r004_needs_a_header() -> None:
+    specs = [BackendSpec(B1, weight=3), BackendSpec(B2, weight=1)]
+    assert by_code(evidence(Scenario(specs, header=None)), "R004") == []
+
+
+def test_r004_leaves_out_a_down_backend() -> None:
+    ev = evidence(Scenario([BackendSpec(B1), BackendSpec(B2), BackendSpec(B3, down=True)]))
+    assert by_code(ev, "R004") == []
+
+
+def test_r005_from_upstream_lists_and_attempt_headers() -> None:
+    specs = [BackendSpec(B1, error_rate=0.5, error="http_503"), BackendSpec(B2)]
+    (f,) = by_code(evidence(Scenario(specs, retry_on_error=True)), "R005")
+    assert f.evidence["source"] == "upstream-list" and 1.15 < f.evidence["amplification"] < 1.4
+    (g,) = by_code(evidence(Scenario(specs, retry_on_error=True, attempt_header=True)), "R005")
+    assert g.evidence["source"] == "attempt-header"
+
+
+def test_r005_from_counters_and_not_below_threshold() -> None:
+    from dataclasses import replace
+
+    ev = evidence(Scenario([BackendSpec(B1)]))
+    amplified = replace(ev, retries=Retries("backend-counters", client_requests=100, backend_attempts=160))
+    (f,) = by_code(amplified, "R005")
+    assert f.severity.value == "high"
+    slight = replace(ev, retries=Retries("backend-counters", client_requests=100, backend_attempts=102))
+    assert by_code(slight, "R005") == []
+
+
+def test_r008_infers_the_router_timeout() -> None:
+    specs = [BackendSpec(B1, latency_ms=300, jitter_ms=80)]
+    (f,) = by_code(evidence(Scenario(specs, router_timeout_ms=250)), "R008")
+    assert f.evidence["inferred_timeout_ms"] == pytest.approx(251, abs=2)
+    assert f.evidence["timeout_below_backend_p99"] is True
+
+
+def test_r008_needs_a_cluster() -> None:
+    # 504s spread over a wide range of durations are not one timeout
+    specs = [BackendSpec(B1, error_rate=0.2, error="http_504", latency_ms=200, jitter_ms=150)]
+    ev = evidence(Scenario(specs))
+    assert ev.timeout is None and by_code(ev, "R008") == []
+
+
+def test_r010_healthy_endpoint_while_failing() -> None:
+    specs = [BackendSpec(B1), BackendSpec(B2, error_rate=0.4)]
+    health = {B1: healthy(B1), B2: healthy(B2)}
+    (f,) = by_code(evidence(Scenario(specs, health=health)), "R010")
+    assert f.evidence["backend"] == B2 and f.evidence["health_status"] == 200
+    assert by_code(evidence(Scenario(specs)), "R010") == []  # no health audit, no verdict
+
+
+def test_r011_cold_backend() -> None:
+    specs = [BackendSpec(B1, cold_requests=5, cold_ms=200), BackendSpec(B2)]
+    (f,) = by_code(evidence(Scenario(specs)), "R011")
+    assert f.evidence["backend"] == B1 and f.evidence["ratio"] > 10
+
+
+def test_rules_are_pure_and_deterministic() -> None:
+    specs = [BackendSpec(B1, weight=3), BackendSpec(B2, error_rate=0.3)]
+    ev = evidence(Scenario(specs, router_ms=6))
+    assert [f.to_dict() for f in run_rules(ev)] == [f.to_dict() for f in run_rules(ev)]
+
+
+def test_r006_all_backends_down() -> None:
+    ev = evidence(Scenario([BackendSpec(B1, down=True), BackendSpec(B2, down=True)]))
+    (f,) = by_code(ev, "R006")
+    assert f.severity.value == "critical" and f.evidence["backends"] == {B1: "down", B2: "down"}
+    assert by_code(evidence(Scenario([BackendSpec(B1), BackendSpec(B2, down=True)])), "R006") == []
+
+
+def _probe(name: str, p50: float, failures: int = 0, attempts: int = 50):
+    from infradoctor.route.evidence import ConnectProbe
+
+    fail = {"connect_timeout": failures} if failures else {}
+    return ConnectProbe(name, f"{name}:80", attempts, fail, p50, p50 * 2)
+
+
+def test_r007_intermittent_connect_failures_and_slow_connects() -> None:
+    from dataclasses import replace
+
+    ev = evidence(Scenario([BackendSpec(B1), BackendSpec(B2)]))
+    flaky = replace(ev, connect=(_probe("router", 0.1), _probe(B1, 0.1, failures=5), _probe(B2, 0.1)))
+    (f,) = by_code(flaky, "R007")
+    assert f.evidence["path"] == B1 and f.evidence["failure_rate"] == 0.1
+    slow = replace(ev, connect=(_probe("router", 0.1), _probe(B1, 0.12), _probe(B2, 12.0)))
+    (g,) = by_code(slow, "R007")
+    assert g.evidence["path"] == B2 and g.severity.value == "medium"
+    down = replace(ev, connect=(_probe("router", 0.1), _probe(B1, 0.1), ConnectProbe_down(B2)))
+    assert by_code(down, "R007") == []  # all connects failing is "down" (R003), not intermittent
+
+
+def ConnectProbe_down(name: str):  # noqa: N802
+    from infradoctor.route.evidence import ConnectProbe
+
+    return ConnectProbe(name, f"{name}:80", 3, {"connect_refused": 3}, None, None)
+
+
+def test_s007_client_timeout_cluster() -> None:
+    from dataclasses import replace
+
+    from infradoctor.route.evidence import TimeoutCluster
+
+    ev = evidence(Scenario([BackendSpec(B1)]))
+    cluster = TimeoutCluster(2000.0, 12, 12, {"read_timeout": 12}, 3.0, None, None)
+    client = replace(ev, timeout=cluster, client_timeout_s=2.0)
+    (f,) = by_code(client, "S007")
+    assert f.evidence["client_timeout_s"] == 2.0 and by_code(client, "R008") == []
+    router = replace(ev, timeout=replace(cluster, statuses={"http_504": 12}))
+    assert by_code(router, "S007") == [] and len(by_code(router, "R008")) == 1
+
+
+def test_r001_tail_only_when_the_whole_interval_clears_the_threshold() -> None:
+    from dataclasses import replace
+
+    from infradoctor.route.stats import Estimate
+
+    ev = evidence(Scenario([BackendSpec(B1), BackendSpec(B2)], requests_per_path=300))
+    att = ev.attribution
+    assert by_code(ev, "R001") == []
+    clear = replace(ev, attribution=replace(att, added_p99=Estimate(40.0, 25.0, 60.0)))
+    (f,) = by_code(clear, "R001")
+    assert f.severity.value == "medium" and "p99" in f.title
+    noisy = replace(ev, attribution=replace(att, added_p99=Estimate(40.0, 2.0, 60.0)))
+    assert by_code(noisy, "R001") == []
