@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import queue
+import random
 import threading
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -71,8 +71,8 @@ def request_id_from_headers(headers: list[tuple[bytes, bytes]] | Any) -> str | N
 
 
 def new_request_id() -> str:
-    """A fresh random request id (32 hex digits, like a trace id)."""
-    return os.urandom(16).hex()
+    """A fresh random request id (32 hex digits, like a trace id; unique, not secret)."""
+    return f"{random.getrandbits(128):032x}"  # the module's generator is reseeded in forked children
 
 
 def route_of(scope: Scope) -> str | None:
@@ -242,7 +242,10 @@ class TimingMiddleware:
                 "ttfb_ms": None if ttfb is None else round(ttfb, 3),
                 "stages": {name: round(ms, 3) for name, ms in timing.durations.items()},
             }
-            self.logger.log(self.log_level, json.dumps(line, separators=(",", ":")))
+            # makeRecord + handle: the same as logger.log without findCaller's stack walk (the caller is always here)
+            logger = self.logger
+            logger.handle(logger.makeRecord(logger.name, self.log_level, __file__, 0,
+                                            json.dumps(line, separators=(",", ":")), (), None))
 
     async def _send_metrics(self, send: Send) -> None:
         assert self.metrics is not None
