@@ -24,7 +24,7 @@ import sysconfig
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +132,26 @@ class LoopLagEvidence:
     """The first stalls, in order."""
     pid: int | None = None
     """Process the loop ran in."""
+    started_unix: float | None = None
+    """Wall-clock (Unix) time the monitor started; ``started_s`` of each stall counts from it."""
+
+    def since(self, unix_time: float) -> LoopLagEvidence:
+        """The same evidence restricted to stalls that began at or after ``unix_time`` (e.g. once serving).
+
+        Totals (stall count, blocked time, observed time) are recomputed from the kept stalls; lag percentiles are
+        left as measured over the whole run.
+        """
+        if self.started_unix is None:
+            return self
+        offset = max(0.0, unix_time - self.started_unix)
+        kept = tuple(s for s in self.stalls if s.started_s >= offset)
+        return replace(
+            self,
+            stalls=kept,
+            stall_count=len(kept),
+            blocked_s=sum(s.duration_s for s in kept),
+            observed_s=max(0.0, self.observed_s - offset),
+        )
 
     @property
     def blocked_fraction(self) -> float:
@@ -152,6 +172,7 @@ class LoopLagEvidence:
             "stall_count": self.stall_count,
             "stalls": [s.to_dict() for s in self.stalls],
             "pid": self.pid,
+            "started_unix": self.started_unix,
         }
 
     @classmethod
@@ -169,6 +190,7 @@ class LoopLagEvidence:
             stall_count=int(data["stall_count"]),
             stalls=tuple(LoopStall.from_dict(s) for s in data.get("stalls", ())),
             pid=data.get("pid"),
+            started_unix=data.get("started_unix"),
         )
 
 
@@ -271,6 +293,7 @@ class LoopLagMonitor:
         self._stall_count = 0
         self._blocked_s = 0.0
         self._started_at: float | None = None
+        self._started_unix: float | None = None
         self._stopped_at: float | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -282,14 +305,20 @@ class LoopLagMonitor:
         """True while the watchdog thread runs."""
         return self._thread is not None and self._thread.is_alive()
 
-    def start(self, loop: asyncio.AbstractEventLoop | None = None) -> LoopLagMonitor:
-        """Start watching ``loop`` (default: the running loop; then call this from inside it)."""
+    def start(self, loop: asyncio.AbstractEventLoop | None = None, *, thread_id: int | None = None) -> LoopLagMonitor:
+        """Start watching ``loop`` (default: the running loop; then call this from inside it).
+
+        ``thread_id`` is the loop's thread when known (else it is learnt from the first callback that runs).
+        """
         if self.running:
             return self
         if loop is None:
             loop = asyncio.get_running_loop()
-            self._loop_thread_id = threading.get_ident()
+            thread_id = threading.get_ident()
+        if thread_id is not None:
+            self._loop_thread_id = thread_id
         self._loop = loop
+        self._started_unix = time.time()
         self._stop.clear()
         self._started_at = self.clock()
         self._stopped_at = None
@@ -325,6 +354,7 @@ class LoopLagMonitor:
                 stall_count=self._stall_count,
                 stalls=tuple(self._stalls),
                 pid=os.getpid(),
+                started_unix=self._started_unix,
             )
 
     def write_evidence(self, path: str | os.PathLike[str]) -> None:
