@@ -1,0 +1,45 @@
+"""``infradoctor load``: the load engine (closed and open loop), sweeps, knee, error taxonomy, streaming timing.
+
+Library API (used by ``load``, ``route`` and ``profile --load-url``)::
+
+    from infradoctor.load import RequestSpec, run_point, run_sweep
+
+    spec = RequestSpec("http://127.0.0.1:8000/predict", method="POST", bodies=[b'{"x": 1}'])
+    point = run_point(spec, concurrency=8, duration_s=5, timeout_s=2)      # closed loop
+    point = run_point(spec, rate=200, arrivals="poisson", duration_s=5)    # open loop, CO-corrected
+    sweep = run_sweep(spec, concurrency="auto", duration_s=2)              # 1, 2, 4, ... until the knee
+    point.to_dict()["latency_ms"]["p99"], sweep.knee
+
+Inside a running event loop use ``run_point_async`` / ``run_sweep_async``. ``on_request`` receives a
+``RequestOutcome`` per request (status, latencies, error class, captured headers, Server-Timing stages).
+"""
+
+from infradoctor.load.engine import (
+    PointResult,
+    Progress,
+    RequestOutcome,
+    StopSignal,
+    run_point,
+    run_point_async,
+)
+from infradoctor.load.histogram import Histogram
+from infradoctor.load.knee import Knee, find_knee
+from infradoctor.load.spec import RequestSpec
+from infradoctor.load.sweep import Slo, SweepResult, run_sweep, run_sweep_async
+
+__all__ = [
+    "Histogram",
+    "Knee",
+    "PointResult",
+    "Progress",
+    "RequestOutcome",
+    "RequestSpec",
+    "Slo",
+    "StopSignal",
+    "SweepResult",
+    "find_knee",
+    "run_point",
+    "run_point_async",
+    "run_sweep",
+    "run_sweep_async",
+]

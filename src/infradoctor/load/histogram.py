@@ -1,0 +1,239 @@
+"""A compact, mergeable log-linear latency histogram (HdrHistogram-style, 3 significant digits).
+
+Values are recorded as integer microseconds. Values below 2048 us are counted exactly; above, each power of two is
+split into 1024 linear sub-buckets, so any recorded value is known to within 1/1024 (about 0.1%) of itself. The
+counts live in an ``array('q')`` that grows only to the largest value seen: a run of any length over latencies up
+to an hour needs at most about 25k counters (200 kB), so memory is bounded regardless of run length. Two
+histograms merge by adding counts, which is how workers, points and streams combine without keeping samples.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
+
+SUB_BUCKET_BITS = 10
+"""Linear sub-buckets per power of two: 2**10 = 1024, i.e. 3 significant decimal digits."""
+_SUB = 1 << SUB_BUCKET_BITS
+_EXACT = _SUB << 1  # values below 2048 us are counted exactly
+MAX_VALUE_US = (1 << 42) - 1
+"""Largest recordable value (about 50 days); larger values are clamped."""
+
+STANDARD_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 95.0, 99.0, 99.9)
+"""The percentiles every point reports."""
+
+Z_95 = 1.959963984540054
+"""Two-sided 95% normal quantile, used for the order-statistic confidence interval."""
+
+
+def bucket_index(value_us: int) -> int:
+    """Counter index for a value in microseconds (non-negative)."""
+    if value_us < _EXACT:
+        return value_us if value_us > 0 else 0
+    shift = value_us.bit_length() - SUB_BUCKET_BITS - 1
+    return _EXACT + (shift - 1) * _SUB + ((value_us >> shift) - _SUB)
+
+
+def bucket_bounds(index: int) -> tuple[int, int]:
+    """Lowest and highest value (us, inclusive) that map to a counter index."""
+    if index < _EXACT:
+        return index, index
+    k = index - _EXACT
+    shift = k // _SUB + 1
+    mantissa = _SUB + k % _SUB
+    return mantissa << shift, ((mantissa + 1) << shift) - 1
+
+
+def bucket_value(index: int) -> float:
+    """Representative value (us) of a counter: the middle of its range."""
+    low, high = bucket_bounds(index)
+    return (low + high) / 2.0
+
+
+class Histogram:
+    """Counts of latencies in microseconds, with exact count, sum, min and max."""
+
+    __slots__ = ("counts", "count", "total_us", "min_us", "max_us")
+
+    def __init__(self) -> None:
+        self.counts: array[int] = array("q")
+        self.count = 0
+        self.total_us = 0
+        self.min_us = 0
+        self.max_us = 0
+
+    def record(self, value_us: int) -> None:
+        """Count one value (negative values count as 0; huge ones are clamped)."""
+        if value_us < 0:
+            value_us = 0
+        elif value_us > MAX_VALUE_US:
+            value_us = MAX_VALUE_US
+        if value_us < _EXACT:
+            index = value_us
+        else:
+            shift = value_us.bit_length() - SUB_BUCKET_BITS - 1
+            index = _EXACT + (shift - 1) * _SUB + ((value_us >> shift) - _SUB)
+        counts = self.counts
+        if index >= len(counts):
+            counts.frombytes(bytes(8 * (index + 1 - len(counts) + _SUB)))
+        counts[index] += 1
+        if self.count == 0 or value_us < self.min_us:
+            self.min_us = value_us
+        if value_us > self.max_us:
+            self.max_us = value_us
+        self.count += 1
+        self.total_us += value_us
+
+    def record_seconds(self, seconds: float) -> None:
+        """Count one value given in seconds."""
+        self.record(int(seconds * 1e6 + 0.5))
+
+    def merge(self, other: Histogram) -> None:
+        """Add another histogram's counts into this one."""
+        if other.count == 0:
+            return
+        if len(other.counts) > len(self.counts):
+            self.counts.frombytes(bytes(8 * (len(other.counts) - len(self.counts))))
+        counts = self.counts
+        for index, value in enumerate(other.counts):
+            if value:
+                counts[index] += value
+        if self.count == 0 or other.min_us < self.min_us:
+            self.min_us = other.min_us
+        self.max_us = max(self.max_us, other.max_us)
+        self.count += other.count
+        self.total_us += other.total_us
+
+    @classmethod
+    def merged(cls, histograms: Iterable[Histogram]) -> Histogram:
+        """A new histogram holding the sum of several."""
+        out = cls()
+        for hist in histograms:
+            out.merge(hist)
+        return out
+
+    @property
+    def mean_us(self) -> float:
+        """Exact mean (NaN when empty)."""
+        return self.total_us / self.count if self.count else math.nan
+
+    def values_at_ranks(self, ranks: Sequence[int]) -> list[float]:
+        """Values (us) of the given 1-based order statistics, in one pass; the max rank gives the exact max."""
+        out = [math.nan] * len(ranks)
+        if not self.count:
+            return out
+        order = sorted(range(len(ranks)), key=lambda i: ranks[i])
+        cumulative = 0
+        pos = 0
+        for index, value in enumerate(self.counts):
+            if not value:
+                continue
+            cumulative += value
+            while pos < len(order) and ranks[order[pos]] <= cumulative:
+                rank = ranks[order[pos]]
+                if rank >= self.count:
+                    out[order[pos]] = float(self.max_us)
+                elif rank <= 1:
+                    out[order[pos]] = float(self.min_us)
+                else:
+                    out[order[pos]] = min(bucket_value(index), float(self.max_us))
+                pos += 1
+            if pos == len(order):
+                break
+        return out
+
+    def percentiles_us(self, percentiles: Sequence[float]) -> list[float]:
+        """Values (us) at percentiles (0-100), nearest-rank definition."""
+        ranks = [max(1, math.ceil(p / 100.0 * self.count)) for p in percentiles]
+        return self.values_at_ranks(ranks)
+
+    def quantile_ci_us(self, quantile: float, z: float = Z_95) -> tuple[float, float]:
+        """Distribution-free confidence interval (us) for a quantile from binomial order statistics.
+
+        The true q-quantile lies between the order statistics of ranks ``n*q -/+ z*sqrt(n*q*(1-q))`` with about 95%
+        confidence for independent samples (normal approximation of the binomial). Latencies under load are
+        correlated, so read the interval as a lower bound on the uncertainty.
+        """
+        n = self.count
+        if n == 0:
+            return math.nan, math.nan
+        spread = z * math.sqrt(n * quantile * (1.0 - quantile))
+        low = max(1, math.floor(n * quantile - spread))
+        high = min(n, math.ceil(n * quantile + spread) + 1)
+        lo_v, hi_v = self.values_at_ranks([low, high])
+        return lo_v, hi_v
+
+    def summary_ms(self) -> dict[str, float | int | list[float] | None]:
+        """JSON summary in milliseconds: count, min, mean, p50/p90/p95/p99/p99.9, max and the p99 95% CI."""
+        if not self.count:
+            return {"count": 0}
+        values = self.percentiles_us(STANDARD_PERCENTILES)
+        lo, hi = self.quantile_ci_us(0.99)
+        out: dict[str, float | int | list[float] | None] = {"count": self.count, "min": _ms(self.min_us)}
+        out["mean"] = _ms(self.mean_us)
+        for pct, value in zip(STANDARD_PERCENTILES, values, strict=True):
+            out[percentile_key(pct)] = _ms(value)
+        out["max"] = _ms(self.max_us)
+        out["p99_ci"] = [_ms(lo), _ms(hi)]
+        return out
+
+    def to_dict(self) -> dict[str, object]:
+        """Sparse serialisable form (index -> count) for merging across processes."""
+        return {
+            "counts": {str(i): c for i, c in enumerate(self.counts) if c},
+            "count": self.count,
+            "total_us": self.total_us,
+            "min_us": self.min_us,
+            "max_us": self.max_us,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> Histogram:
+        """Inverse of :meth:`to_dict`."""
+        hist = cls()
+        raw = data.get("counts") or {}
+        assert isinstance(raw, Mapping)
+        top = max((int(k) for k in raw), default=-1)
+        if top >= 0:
+            hist.counts.frombytes(bytes(8 * (top + 1)))
+            for key, value in raw.items():
+                hist.counts[int(key)] = int(value)
+        hist.count = int(data.get("count", 0))  # type: ignore[call-overload]
+        hist.total_us = int(data.get("total_us", 0))  # type: ignore[call-overload]
+        hist.min_us = int(data.get("min_us", 0))  # type: ignore[call-overload]
+        hist.max_us = int(data.get("max_us", 0))  # type: ignore[call-overload]
+        return hist
+
+
+def percentile_key(pct: float) -> str:
+    """``p50``, ``p99``, ``p99_9`` for 50, 99, 99.9."""
+    text = f"{pct:g}".replace(".", "_")
+    return f"p{text}"
+
+
+def _ms(value_us: float) -> float:
+    return round(value_us / 1000.0, 4) if math.isfinite(value_us) else math.nan
+
+
+class ReservoirSample:
+    """A bounded, deterministic uniform sample of a stream (Algorithm R, seeded): at most ``capacity`` values."""
+
+    __slots__ = ("capacity", "values", "seen", "_rng")
+
+    def __init__(self, capacity: int = 5000, seed: int = 0) -> None:
+        self.capacity = capacity
+        self.values: list[float] = []
+        self.seen = 0
+        self._rng = random.Random(seed)
+
+    def add(self, value: float) -> None:
+        """Offer one value."""
+        self.seen += 1
+        if len(self.values) < self.capacity:
+            self.values.append(value)
+            return
+        slot = self._rng.randrange(self.seen)
+        if slot < self.capacity:
+            self.values[slot] = value

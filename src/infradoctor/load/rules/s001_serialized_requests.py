@@ -1,0 +1,84 @@
+"""S001 serialized-requests: the service handles one request at a time.
+
+What it detects:
+    In the closed loop, throughput stays flat from the lowest concurrency (1 or 2) to one at least
+    ``MIN_LEVEL_RATIO`` (4) times higher, while latency grows with concurrency: requests wait in line for one
+    another instead of being served in parallel.
+
+Why it matters:
+    A service that serialises requests cannot use more than one request's worth of its hardware: every added
+    user adds a full service time of waiting. The usual cause is blocking work (model inference, file or network
+    I/O) inside an ``async def`` endpoint, which stalls the event loop, or a single worker with a global lock.
+
+How it is measured:
+    Lowest-load point *a* and the highest non-saturated point *b* with ``level_b >= 4 * level_a``, both with an
+    error rate below 1% and ``p50_a >= MIN_P50_MS`` (1 ms): S001 fires when
+    ``goodput_b < MAX_SCALING * goodput_a`` (1.3x) and
+    ``p50_b >= LATENCY_SHARE * (level_b / level_a) * p50_a`` (latency grows at least half as fast as
+    concurrency, which is Little's law for a single server). Open-loop runs do not vary concurrency and are not
+    judged.
+
+Fix:
+    Move blocking work off the event loop (``def`` endpoint so the framework uses its thread pool,
+    ``await asyncio.to_thread(...)``, ``run_in_executor``), or run more workers / model replicas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from infradoctor.findings import Finding, make_finding
+from infradoctor.load.evidence import LoadEvidence
+
+CODE = "S001"
+MIN_LEVEL_RATIO = 4.0
+"""The compared concurrencies must differ by at least this factor."""
+MAX_SCALING = 1.3
+"""Goodput must grow by less than this factor over that range."""
+LATENCY_SHARE = 0.5
+"""Median latency must grow at least this share of the concurrency ratio."""
+MAX_ERROR_RATE = 0.01
+"""Points with more failures than this are not compared."""
+MIN_P50_MS = 1.0
+"""Services answering in under this median at concurrency 1 are not judged: at sub-millisecond latency the
+client and the TCP stack, not the service, set the pace."""
+
+
+def check(evidence: LoadEvidence, options: Mapping[str, Any] | None = None) -> list[Finding]:
+    """S001 when throughput stays flat while latency follows concurrency."""
+    if evidence.mode != "closed":
+        return []
+    points = [p for p in evidence.valid_points if p.error_rate < MAX_ERROR_RATE and p.goodput_rps > 0]
+    if len(points) < 2:
+        return []
+    low = points[0]
+    if low.level > 2 or low.p50_ms < MIN_P50_MS:
+        return []
+    far = [p for p in points if p.level >= MIN_LEVEL_RATIO * low.level]
+    if not far:
+        return []
+    high = far[-1]
+    ratio = high.level / low.level
+    scaling = high.goodput_rps / low.goodput_rps
+    latency_ratio = high.p50_ms / low.p50_ms if low.p50_ms > 0 else 0.0
+    if scaling >= MAX_SCALING or latency_ratio < LATENCY_SHARE * ratio:
+        return []
+    return [
+        make_finding(
+            CODE,
+            f"Throughput stays at {low.goodput_rps:.1f} -> {high.goodput_rps:.1f} req/s from concurrency "
+            f"{low.level:g} to {high.level:g} while median latency grows {latency_ratio:.1f}x",
+            {
+                "low_concurrency": low.level,
+                "high_concurrency": high.level,
+                "low_throughput_rps": round(low.goodput_rps, 3),
+                "high_throughput_rps": round(high.goodput_rps, 3),
+                "throughput_scaling": round(scaling, 3),
+                "low_p50_ms": round(low.p50_ms, 3),
+                "high_p50_ms": round(high.p50_ms, 3),
+                "latency_ratio": round(latency_ratio, 3),
+                "effective_parallelism": round(scaling, 2),
+            },
+        )
+    ]

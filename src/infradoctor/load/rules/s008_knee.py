@@ -1,0 +1,51 @@
+"""S008 knee: past this load level latency rises while throughput does not.
+
+What it detects:
+    The knee of the throughput-latency curve of a sweep, defined precisely in :mod:`infradoctor.load.knee`: the
+    first point *i* (by offered load) whose next point gains less than 10% goodput (successful responses per
+    second) while its p99 grows by more than 50%. The knee lies between the two levels; point *i* gives the load,
+    throughput and p99 reported.
+
+Why it matters:
+    The knee is the service's usable capacity: below it, more load buys more throughput at similar latency;
+    above it, more load only buys queueing. Autoscaling targets, admission limits and router ``maxconn`` belong at
+    or just below it.
+
+How it is measured:
+    From ``metrics.knee``, computed over the points where the load generator was not saturated (S009). At least
+    two levels are needed; a sweep that never flattens has no knee (``metrics.knee`` is null).
+
+Fix:
+    Keep the offered load below the knee (autoscale or admission control at that level) or raise capacity
+    (batching, more replicas, a faster model) and sweep again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from infradoctor.findings import Finding, make_finding
+from infradoctor.load.evidence import LoadEvidence
+
+CODE = "S008"
+
+
+def check(evidence: LoadEvidence, options: Mapping[str, Any] | None = None) -> list[Finding]:
+    """S008 from ``metrics.knee``."""
+    knee = evidence.knee
+    if not knee:
+        return []
+    kind = str(knee.get("kind", "concurrency"))
+    level = float(knee.get("level", 0.0))
+    nxt = knee.get("next") or {}
+    unit = "concurrency" if kind == "concurrency" else "req/s"
+    return [
+        make_finding(
+            CODE,
+            f"Knee at {unit} {level:g}: {float(knee.get('throughput_rps', 0.0)):.1f} req/s, p99 "
+            f"{float(knee.get('p99_ms', 0.0)):.1f} ms; at {float(nxt.get('level', 0.0)):g} p99 is "
+            f"{float(nxt.get('p99_ms', 0.0)):.1f} ms for {float(knee.get('throughput_gain', 0.0)):+.0%} throughput",
+            dict(knee),
+        )
+    ]

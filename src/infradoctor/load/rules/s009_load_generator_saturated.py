@@ -1,0 +1,51 @@
+"""S009 load-generator-saturated: the load generator, not the server, limited some points.
+
+What it detects:
+    Points where infradoctor's own event loop used at least 85% of a CPU core
+    (``engine.SATURATED_CPU_FRACTION``), or, in the open loop, where the pacer ran more than 10 ms behind its
+    schedule at p99 (``engine.SATURATED_PACER_LAG_MS``).
+
+Why it matters:
+    A saturated client measures itself: throughput stops growing and latency includes time the requests spent
+    waiting inside the client. Such points would fake a knee or a tail, so they are excluded from every other
+    verdict.
+
+How it is measured:
+    CPU time of the engine's event-loop thread (``time.thread_time``) over the point's wall time, and the lag of
+    each open-loop dispatch behind its intended time. ``infradoctor load --calibrate`` measures the generator's
+    ceiling on this machine against a built-in null server.
+
+Fix:
+    Use fewer connections per process, run the generator on another machine or in several processes, or lower
+    the offered load; re-run the flagged points.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from infradoctor.findings import Finding, make_finding
+from infradoctor.load.evidence import LoadEvidence
+
+CODE = "S009"
+
+
+def check(evidence: LoadEvidence, options: Mapping[str, Any] | None = None) -> list[Finding]:
+    """S009 listing the saturated points."""
+    saturated = [p for p in evidence.points if p.saturated]
+    if not saturated:
+        return []
+    labels = ", ".join(p.label for p in saturated)
+    return [
+        make_finding(
+            CODE,
+            f"The load generator saturated at {labels}; those points are excluded from the verdicts",
+            {
+                "points": [p.label for p in saturated],
+                "reasons": {p.label: p.saturation_reason for p in saturated},
+                "client_cpu_fraction": {p.label: p.client_cpu_fraction for p in saturated},
+                "throughput_rps": {p.label: round(p.throughput_rps, 3) for p in saturated},
+            },
+        )
+    ]

@@ -1,0 +1,237 @@
+"""Sweeps over load levels: fixed lists, ``auto`` concurrency doubling, and the ``--rate auto`` SLO search."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from infradoctor.load.engine import PointResult, StopSignal, run_point_async, run_sync
+from infradoctor.load.knee import CurvePoint, Knee, find_knee
+from infradoctor.load.spec import RequestSpec
+
+AUTO_START_CONCURRENCY = 1
+"""``--concurrency auto`` starts here and doubles."""
+AUTO_MAX_CONCURRENCY = 256
+"""... up to this many workers."""
+AUTO_STOP_ERROR_RATE = 0.05
+"""``auto`` stops after a point where more than this share of requests failed."""
+SLO_MIN_ACHIEVED = 0.9
+"""An open-loop point meets the SLO only if the server completed at least this share of the offered rate."""
+SLO_DEFAULT = "p99<1s"
+"""SLO used by ``--rate auto`` when none is given."""
+SLO_SEARCH_STEPS = 4
+"""Bisection steps between the last rate that met the SLO and the first that did not."""
+SLO_MAX_POINTS = 16
+"""Upper bound on points in an SLO search."""
+
+_SLO_PART = re.compile(r"^\s*(p\d+(?:\.\d+)?|errors?)\s*(<=|<)\s*([\d.]+)\s*(ms|s|%)?\s*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Slo:
+    """A latency objective (``p99 < 500 ms``) and an error-rate ceiling."""
+
+    percentile: float = 99.0
+    """Percentile the latency bound applies to."""
+    max_ms: float = 1000.0
+    """Latency bound in ms."""
+    max_error_rate: float = 0.01
+    """Largest acceptable failed share."""
+    text: str = SLO_DEFAULT
+    """As the user wrote it."""
+
+    @classmethod
+    def parse(cls, text: str) -> Slo:
+        """``p99<500ms``, ``p95<=0.2s``, optionally ``,errors<1%``; raises ValueError."""
+        percentile, max_ms, max_error = 99.0, math.nan, 0.01
+        for part in text.split(","):
+            match = _SLO_PART.match(part)
+            if not match:
+                raise ValueError(f"cannot read SLO part {part!r}; expected e.g. 'p99<500ms' or 'errors<1%'")
+            name, _, number, unit = match.groups()
+            value = float(number)
+            if name.lower().startswith("error"):
+                max_error = value / 100.0 if unit == "%" else value
+                continue
+            percentile = float(name[1:])
+            if not 0 < percentile < 100:
+                raise ValueError(f"percentile out of range in {part!r}")
+            if unit == "%":
+                raise ValueError(f"a latency bound needs ms or s, not % ({part!r})")
+            max_ms = value * 1000.0 if unit == "s" else value
+        if not math.isfinite(max_ms):
+            raise ValueError(f"SLO {text!r} has no latency bound such as p99<500ms")
+        return cls(percentile, max_ms, max_error, text.strip())
+
+    def check(self, point: PointResult) -> tuple[bool, float]:
+        """(met, latency at the SLO percentile in ms) for one open-loop point."""
+        value = point.latency.percentiles_us([self.percentile])[0] / 1000.0 if point.latency.count else math.inf
+        offered = point.rate or 0.0
+        achieved_ok = offered <= 0 or point.throughput_rps >= SLO_MIN_ACHIEVED * offered
+        met = value <= self.max_ms and point.error_rate <= self.max_error_rate and achieved_ok and point.unsent == 0
+        return met, value
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "text": self.text,
+            "percentile": self.percentile,
+            "max_ms": self.max_ms,
+            "max_error_rate": self.max_error_rate,
+        }
+
+
+@dataclass
+class SweepResult:
+    """The points of a sweep, the knee among them, and why it stopped."""
+
+    mode: str
+    """``closed`` or ``open``."""
+    points: list[PointResult] = field(default_factory=list)
+    """Points in the order they ran."""
+    stop_reason: str = "done"
+    """``done``, ``knee``, ``errors``, ``generator-saturated``, ``max-concurrency``, ``slo-search``, ``interrupted``."""
+    slo: Slo | None = None
+    """The SLO of a rate search."""
+    slo_max_rate: float | None = None
+    """Highest rate that met the SLO (None when none did)."""
+
+    @property
+    def interrupted(self) -> bool:
+        """The sweep was cut short by a stop signal."""
+        return self.stop_reason == "interrupted"
+
+    @property
+    def knee(self) -> Knee | None:
+        """The knee among the points where the generator was not saturated."""
+        valid = [p for p in self.points if not p.saturated and not p.interrupted]
+        knee = find_knee([curve_point(p) for p in valid])
+        if knee is None:
+            return None
+        # map back to the index in self.points
+        return replace(knee, index=self.points.index(valid[knee.index]))
+
+
+def curve_point(point: PointResult) -> CurvePoint:
+    """A point's position on the throughput-latency curve."""
+    p99 = point.latency.percentiles_us([99.0])[0] / 1000.0 if point.latency.count else math.nan
+    return CurvePoint(point.level, point.goodput_rps, p99, point.error_rate)
+
+
+PointCallback = Callable[[PointResult], None]
+
+
+async def run_sweep_async(
+    spec: RequestSpec,
+    *,
+    concurrency: Sequence[int] | str | None = None,
+    rate: Sequence[float] | str | None = None,
+    slo: Slo | None = None,
+    max_concurrency: int = AUTO_MAX_CONCURRENCY,
+    start_rate: float = 10.0,
+    on_point: PointCallback | None = None,
+    stop: StopSignal | None = None,
+    **point_options: Any,
+) -> SweepResult:
+    """Run a sweep inside a running event loop; see :func:`run_sweep`."""
+    if (concurrency is None) == (rate is None):
+        raise ValueError("give concurrency levels (closed loop) or rates (open loop), not both")
+    sweep = SweepResult(mode="closed" if concurrency is not None else "open", slo=slo)
+
+    async def point(**level: Any) -> PointResult | None:
+        if stop is not None and stop.is_set():
+            sweep.stop_reason = "interrupted"
+            return None
+        result = await run_point_async(spec, stop=stop, **level, **point_options)
+        sweep.points.append(result)
+        if on_point is not None:
+            on_point(result)
+        if result.interrupted:
+            sweep.stop_reason = "interrupted"
+            return None
+        return result
+
+    if isinstance(concurrency, str) or isinstance(rate, str):
+        if concurrency is not None:
+            await _auto_concurrency(sweep, point, max_concurrency)
+        else:
+            await _slo_search(sweep, point, slo or Slo.parse(SLO_DEFAULT), start_rate)
+        return sweep
+    for workers in concurrency or ():
+        if await point(concurrency=int(workers)) is None:
+            break
+    for offered in rate or ():
+        if await point(rate=float(offered)) is None:
+            break
+    return sweep
+
+
+async def _auto_concurrency(sweep: SweepResult, point: Any, max_concurrency: int) -> None:
+    level: int = AUTO_START_CONCURRENCY
+    while level <= max_concurrency:
+        result = await point(concurrency=level)
+        if result is None:
+            return
+        if result.saturated:
+            sweep.stop_reason = "generator-saturated"
+            return
+        if result.error_rate > AUTO_STOP_ERROR_RATE:
+            sweep.stop_reason = "errors"
+            return
+        knee = sweep.knee
+        if knee is not None and knee.index < len(sweep.points) - 1:
+            sweep.stop_reason = "knee"
+            return
+        level *= 2
+    sweep.stop_reason = "max-concurrency"
+
+
+async def _slo_search(sweep: SweepResult, point: Any, slo: Slo, start_rate: float) -> None:
+    sweep.slo = slo
+    good: float | None = None
+    bad: float | None = None
+    rate = start_rate
+    bisections = 0
+    for _ in range(SLO_MAX_POINTS):
+        result = await point(rate=rate)
+        if result is None:
+            return
+        met, _ = slo.check(result)
+        if result.saturated and met:
+            sweep.slo_max_rate = rate
+            sweep.stop_reason = "generator-saturated"
+            return
+        if met:
+            good = rate
+            sweep.slo_max_rate = rate
+        else:
+            bad = rate
+        if bad is None:
+            rate = rate * 2.0
+            continue
+        if good is None:
+            rate = rate / 2.0
+            if rate < 0.1:
+                break
+            continue
+        bisections += 1
+        if bisections > SLO_SEARCH_STEPS or bad / good < 1.05:
+            break
+        rate = round((good + bad) / 2.0, 3)
+    sweep.stop_reason = "slo-search"
+
+
+def run_sweep(spec: RequestSpec, **options: Any) -> SweepResult:
+    """Run a sweep on its own event loop.
+
+    ``concurrency`` is a list of worker counts or ``"auto"`` (1, 2, 4, ... until the knee, errors above 5%, a
+    saturated generator, or ``max_concurrency``); ``rate`` is a list of rates or ``"auto"`` (double from
+    ``start_rate`` until ``slo`` fails, then bisect). ``on_point`` gets each finished point; other options go to
+    :func:`~infradoctor.load.engine.run_point_async` (``duration_s``, ``requests``, ``timeout_s``, ``arrivals``,
+    ``on_request``, ``on_progress``, ...).
+    """
+    result: SweepResult = run_sync(run_sweep_async(spec, **options))
+    return result

@@ -1,0 +1,251 @@
+"""The engine and `infradoctor load` against real local servers (aiohttp and uvicorn/FastAPI) on loopback."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from infradoctor.load import RequestOutcome, RequestSpec, run_point, run_sweep
+from infradoctor.load.analysis import build_metrics, diagnose
+from infradoctor.procs import free_port
+from tests.load.servers import AIOHTTP_SICK, FASTAPI_SERIALIZED
+from tests.support.servers import Running, python_server
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def sick(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    with python_server(AIOHTTP_SICK, tmp_path_factory.mktemp("sick"), name="sick") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def fastapi_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    with python_server(FASTAPI_SERIALIZED, tmp_path_factory.mktemp("fastapi"), name="fastapi") as server:
+        yield server
+
+
+def codes(metrics: dict) -> set[str]:
+    return {f.code for f in diagnose(metrics)}
+
+
+def test_fixed_latency_closed_and_open_loop(sick: Running) -> None:
+    spec = RequestSpec(f"{sick.url}/fixed?ms=20")
+    closed = run_point(spec, concurrency=4, duration_s=1.0, timeout_s=5)
+    summary = closed.latency.summary_ms()
+    assert closed.errors == {}
+    assert closed.ok == closed.completed > 20
+    assert 19.0 <= summary["p50"] <= 45.0
+    assert closed.throughput_rps == pytest.approx(4 / 0.020, rel=0.5)
+    opened = run_point(spec, rate=40, duration_s=1.0, timeout_s=5)
+    assert opened.mode == "open" and opened.sent == 40
+    assert opened.throughput_rps == pytest.approx(40, rel=0.2)
+    assert opened.latency_from_send is not None
+    corrected, from_send = opened.latency.summary_ms(), opened.latency_from_send.summary_ms()
+    assert 19.0 <= from_send["p50"] <= 45.0
+    assert corrected["p50"] >= from_send["p50"]
+
+
+def test_pure_python_parser_reads_the_same_server(sick: Running) -> None:
+    point = run_point(
+        RequestSpec(f"{sick.url}/timing"),
+        concurrency=2,
+        requests=20,
+        duration_s=None,
+        timeout_s=5,
+        pure_python_parser=True,
+    )
+    assert point.ok == 20 and point.sent == 20
+    assert set(point.stages) == {"db", "infer", "total"}
+    assert point.stages["infer"].summary_ms()["p50"] == pytest.approx(12.0, rel=0.01)
+    assert point.network is not None and point.network.count == 20
+
+
+def test_server_timing_and_request_callback(sick: Running) -> None:
+    seen: list[RequestOutcome] = []
+    point = run_point(
+        RequestSpec(f"{sick.url}/timing"),
+        concurrency=2,
+        requests=10,
+        duration_s=None,
+        timeout_s=5,
+        on_request=seen.append,
+    )
+    assert len(seen) == 10 and all(o.status == 200 and o.error is None for o in seen)
+    assert seen[0].stages_ms == {"db": 5.5, "infer": 12.0, "total": 20.0}
+    assert "server-timing" in seen[0].headers
+    data = point.to_dict()
+    assert data["server_timing_ms"]["total"]["p50"] == pytest.approx(20.0, rel=0.01)
+    # client latency minus the server's 20 ms total: loopback network + queueing, small and non-negative
+    assert 0.0 <= data["network_queue_ms"]["p50"] < 20.0
+
+
+def test_bounded_capacity_unbounded_queue_gives_knee_and_no_backpressure(sick: Running) -> None:
+    sweep = run_sweep(RequestSpec(f"{sick.url}/bounded"), concurrency=[1, 2, 4, 8], duration_s=1.5, timeout_s=10)
+    knee = sweep.knee
+    assert knee is not None and knee.level == 2
+    assert knee.throughput_rps == pytest.approx(40, rel=0.3)
+    metrics = build_metrics(sweep, {"timeout_s": 10})
+    assert metrics["knee"]["concurrency"] == 2
+    found = codes(metrics)
+    assert {"S003", "S008"} <= found
+    assert "S001" not in found and "S006" not in found
+    last = metrics["points"][-1]
+    assert last["latency_ms"]["p50"] >= 150.0  # 8 callers share 2 slots of 50 ms: about 200 ms
+
+
+def test_blocking_async_endpoint_is_serialized(fastapi_server: Running) -> None:
+    sweep = run_sweep(RequestSpec(f"{fastapi_server.url}/blocking"), concurrency=[1, 4], duration_s=1.5, timeout_s=10)
+    metrics = build_metrics(sweep, {"timeout_s": 10})
+    assert "S001" in codes(metrics)
+    finding = next(f for f in diagnose(metrics) if f.code == "S001")
+    assert finding.evidence["throughput_scaling"] < 1.3
+
+
+def test_threaded_endpoint_is_not_serialized(fastapi_server: Running) -> None:
+    sweep = run_sweep(RequestSpec(f"{fastapi_server.url}/threaded"), concurrency=[1, 4], duration_s=1.5, timeout_s=10)
+    metrics = build_metrics(sweep, {"timeout_s": 10})
+    assert "S001" not in codes(metrics)
+    assert metrics["points"][1]["throughput_rps"] > 2 * metrics["points"][0]["throughput_rps"]
+
+
+def test_random_503s_give_error_rate(sick: Running) -> None:
+    sweep = run_sweep(RequestSpec(f"{sick.url}/flaky"), concurrency=[4], requests=500, duration_s=None, timeout_s=5)
+    point = sweep.points[0]
+    assert set(point.errors) == {"http_503"}
+    assert point.error_rate == pytest.approx(0.2, abs=0.06)
+    findings = diagnose(build_metrics(sweep, {"timeout_s": 5}))
+    s006 = next(f for f in findings if f.code == "S006")
+    assert s006.severity.value == "high"
+    assert s006.evidence["errors"] == {"http_503": point.errors["http_503"]}
+
+
+def test_connection_resets(sick: Running) -> None:
+    point = run_point(RequestSpec(f"{sick.url}/reset"), concurrency=2, requests=30, duration_s=None, timeout_s=5)
+    assert point.errors == {"reset": 30}
+    assert point.ok == 0 and point.latency.count == 30
+
+
+def test_stalls_beyond_timeout_are_read_timeouts_kept_at_the_timeout(sick: Running) -> None:
+    point = run_point(RequestSpec(f"{sick.url}/stall"), concurrency=1, requests=20, duration_s=None, timeout_s=0.3)
+    assert point.errors == {"read_timeout": 4}
+    summary = point.latency.summary_ms()
+    # timed-out requests stay in the histogram at the timeout (300 ms), not dropped and not at 2 s
+    assert summary["count"] == 20
+    assert 299.0 <= summary["max"] <= 302.0
+    sweep_metrics = {"mode": "closed", "settings": {"timeout_s": 0.3}, "points": [point.to_dict()], "knee": None}
+    s007 = next(f for f in diagnose(sweep_metrics) if f.code == "S007")
+    assert s007.evidence["read_timeouts"] == 4 and s007.evidence["timeout_s"] == 0.3
+
+
+def test_cold_start(sick: Running) -> None:
+    point = run_point(RequestSpec(f"{sick.url}/cold"), concurrency=1, duration_s=1.0, timeout_s=5)
+    metrics = {"mode": "closed", "settings": {"timeout_s": 5}, "points": [point.to_dict()], "knee": None}
+    finding = next(f for f in diagnose(metrics) if f.code == "S005")
+    assert finding.evidence["slowest_first_ms"] >= 590.0
+
+
+def test_nothing_listening_is_connect_refused(cli, tmp_path: Path, result_validator) -> None:
+    port = free_port()
+    out = tmp_path / "r.json"
+    run = cli("load", f"http://127.0.0.1:{port}/", "-c", "2", "-d", "0.5", "--json", str(out))
+    assert run.exit_code == 3
+    data = json.loads(out.read_text())
+    result_validator(data)
+    point = data["metrics"]["points"][0]
+    assert set(point["errors"]) == {"connect_refused"} and point["ok"] == 0
+    assert "S006" in {f["code"] for f in data["findings"]}
+    assert any(e["source"] == "load.target" for e in data["errors"])
+
+
+def test_openai_stream_ttft_and_itl_match_the_server(cli, sick: Running, tmp_path: Path, result_validator) -> None:
+    out = tmp_path / "r.json"
+    run = cli(
+        "load",
+        f"{sick.url}/v1/chat/completions",
+        "--openai",
+        "-c",
+        "2",
+        "-n",
+        "6",
+        "--timeout",
+        "5",
+        "--json",
+        str(out),
+    )
+    assert run.exit_code == 0, run.stderr
+    data = json.loads(out.read_text())
+    result_validator(data)
+    stream = data["metrics"]["points"][0]["stream"]
+    assert stream["output_tokens"] == 30  # usage.completion_tokens = 5 per stream, 6 streams
+    assert 95.0 <= stream["ttft_ms"]["p50"] <= 160.0  # server sleeps 100 ms before the first token
+    assert 45.0 <= stream["itl_ms"]["p50"] <= 80.0  # and 50 ms between tokens
+    assert data["metrics"]["headline"]["ttft_p50_ms"] == pytest.approx(stream["ttft_ms"]["p50"], abs=0.01)
+    assert "Streaming" in run.stdout
+
+
+def test_stream_aborted_mid_way(sick: Running) -> None:
+    body = json.dumps({"model": "m", "messages": [], "stream": True}).encode()
+    spec = RequestSpec(
+        f"{sick.url}/v1/chat/completions?abort=1", method="POST", bodies=[body], stream=True, openai=True
+    )
+    point = run_point(spec, concurrency=1, requests=3, duration_s=None, timeout_s=5)
+    assert point.errors == {"stream_aborted": 3}
+
+
+def test_cli_sweep_result_and_renderers(cli, sick: Running, tmp_path: Path, result_validator) -> None:
+    out = tmp_path / "r.json"
+    run = cli("load", f"{sick.url}/timing", "-c", "1,2", "-d", "0.5", "--json", str(out), "--label", "base")
+    assert run.exit_code == 0, run.stderr
+    data = json.loads(out.read_text())
+    result_validator(data)
+    metrics = data["metrics"]
+    assert [p["concurrency"] for p in metrics["points"]] == [1, 2]
+    assert metrics["headline"]["throughput_rps"] > 0
+    assert 0 < len(metrics["distributions"]["latency_ms"]) <= 5000
+    assert set(metrics["points"][0]["server_timing_ms"]) == {"db", "infer", "total"}
+    assert "Load points" in run.stdout and "Server-side stages" in run.stdout
+    for fmt in ("md", "html"):
+        shown = cli("show", "latest", "--format", fmt)
+        assert shown.exit_code == 0 and "Load points" in shown.stdout
+
+
+def test_cli_open_loop_rate_auto_slo(cli, sick: Running, tmp_path: Path, result_validator) -> None:
+    out = tmp_path / "r.json"
+    run = cli(
+        "load",
+        f"{sick.url}/bounded",
+        "--rate",
+        "auto",
+        "--slo",
+        "p99<150ms",
+        "--start-rate",
+        "10",
+        "-d",
+        "1",
+        "--timeout",
+        "5",
+        "--json",
+        str(out),
+    )
+    assert run.exit_code == 0, run.stderr
+    data = json.loads(out.read_text())
+    result_validator(data)
+    slo = data["metrics"]["slo"]
+    # capacity is 2 slots / 50 ms = 40 req/s: above it the queue grows, so the SLO rate is at most that
+    assert slo["met"] and 10 <= slo["max_rate_rps"] <= 40
+    assert all(p["latency_from_send_ms"] for p in data["metrics"]["points"])
+
+
+def test_calibrate(cli, tmp_path: Path, result_validator) -> None:
+    out = tmp_path / "r.json"
+    run = cli("load", "--calibrate", "-c", "4", "-d", "0.5", "--json", str(out))
+    assert run.exit_code == 0, run.stderr
+    data = json.loads(out.read_text())
+    result_validator(data)
+    assert data["metrics"]["calibration"]["throughput_rps"] > 100
+    assert data["metrics"]["headline"]["calibration_rps"] > 100
