@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from infradoctor.load.servertiming import parse_server_timing
 from infradoctor.procs import wait_until
-from infradoctor.serve import LoopLagEvidence, parse_server_timing, worker_layout
+from infradoctor.serve import LoopLagEvidence, worker_layout
 from infradoctor.serve.rules import s002_event_loop_blocked as s002
 from infradoctor.serve.rules import s004_model_copy_per_worker as s004
 from tests.serve import apps

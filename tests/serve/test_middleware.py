@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from infradoctor.serve import ACCESS_LOGGER, ServeMetrics, TimingMiddleware, parse_server_timing, stage
+from infradoctor.load.servertiming import parse_server_timing
+from infradoctor.serve import ACCESS_LOGGER, ServeMetrics, TimingMiddleware, stage
 from tests.serve.asgi import call, response_body, response_headers
 from tests.serve.test_stages import FakeClock
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from infradoctor.serve.looplag import LoopLagEvidence, LoopLagMonitor, LoopStall, StackFrame
 from infradoctor.serve.metrics import ServeMetrics
 from infradoctor.serve.middleware import ACCESS_LOGGER, TimingMiddleware
-from infradoctor.serve.server_timing import format_server_timing, parse_server_timing
+from infradoctor.serve.server_timing import format_server_timing
 from infradoctor.serve.stages import RequestTiming, Stage, current_timing, record, request_timing, stage
 from infradoctor.serve.workers import WorkerLayout, WorkerProcess, worker_layout
 
@@ -42,7 +42,6 @@ __all__ = [
     "WorkerProcess",
     "current_timing",
     "format_server_timing",
-    "parse_server_timing",
     "record",
     "request_timing",
     "stage",
