@@ -1,0 +1,58 @@
+"""``infradoctor profile -- python script.py ARGS``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from infradoctor.cli.base import Command, add_result_options, finish
+from infradoctor.errors import UsageError
+from infradoctor.profile.launcher import ProfileOptions
+from infradoctor.profile.result import profile_run
+from infradoctor.profile.rules import RuleOptions
+
+
+class ProfileCommand(Command):
+    """Run a Python workload under light instrumentation and name its bottleneck.
+
+    The workload runs as its own process with its stdin/stdout/stderr untouched; steps are found from DataLoader
+    batches, optimizer.step() and top-level model calls. The result shows the step-time breakdown (data wait,
+    forward, backward, optimizer, host syncs, other Python), throughput, memory per step and findings P001-P015
+    with the line to change. Ctrl-C or a crashing workload still gives a result.
+
+    Examples:
+      infradoctor profile -- python train.py --epochs 1
+      infradoctor profile --steps 200 --json out.json -- python -m mypkg.infer
+    """
+
+    name = "profile"
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        """Arguments."""
+        limit = parser.add_mutually_exclusive_group()
+        limit.add_argument("--steps", type=int, metavar="N", help="stop the workload after N steps")
+        limit.add_argument("--duration", type=float, metavar="S", help="stop the workload after S seconds")
+        parser.add_argument("--sample-interval", type=float, default=0.5, metavar="S",
+                            help="system sampling period in seconds (default 0.5)")
+        add_result_options(parser)
+        parser.add_argument("workload", nargs=argparse.REMAINDER,
+                            help="the command to profile, after --: python script.py ARGS | python -m module ARGS")
+
+    def run(self, args: argparse.Namespace) -> int:
+        """Profile the workload and report."""
+        argv = list(args.workload)
+        if argv and argv[0] == "--":
+            argv = argv[1:]
+        if not argv:
+            raise UsageError("give the workload after --, e.g. `infradoctor profile -- python train.py`")
+        if args.steps is not None and args.steps < 1:
+            raise UsageError("--steps must be at least 1")
+        if args.duration is not None and args.duration <= 0:
+            raise UsageError("--duration must be positive")
+        options = ProfileOptions(max_steps=args.steps, duration_s=args.duration,
+                                 sample_interval_s=max(0.05, args.sample_interval))
+        result = profile_run(argv, options, RuleOptions(cwd=os.getcwd()))
+        return finish(args, result)
+
+
+COMMAND = ProfileCommand()

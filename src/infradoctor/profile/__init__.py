@@ -1,0 +1,28 @@
+"""``infradoctor profile``: run a Python workload under light instrumentation and name its bottleneck.
+
+Library entry points: :func:`infradoctor.profile.launcher.start_profiled` (start, stop, collect evidence) and
+:func:`infradoctor.profile.result.build_result` (evidence -> Result with metrics and findings).
+
+``metrics`` layout of a profile result:
+
+- ``workload``: ``exit_status``, ``stop_reason`` (exit/steps/duration/stopped/interrupted), ``duration_s``,
+  ``instrumented``, ``torch_imported``, ``torch_version``, ``cuda``, ``profile_kind`` (``torch`` or ``cpu-only``).
+- ``headline``: ``samples_per_s``, ``steps_per_s``, ``step_time_ms_p50``, ``step_time_ms_p90``,
+  ``data_wait_fraction``, ``peak_rss_mb``, ``steps`` (+ ``cuda_peak_mb``, ``gpu_util_mean`` on GPU).
+- ``steps``: ``count``, ``warmup``, ``steady``, ``boundary`` (what marks a step: optimizer/dataloader/forward),
+  ``time_s``, ``phase_ms_per_step`` and ``phase_fraction`` (data_wait, h2d, forward, backward, optimizer, sync,
+  load, other; steady steps), ``step_time_ms`` (p50, p90, p99, mean, first, warmup_mean), ``forwards``,
+  ``backwards``, ``optimizer_steps``.
+- ``throughput``: ``samples_per_s``, ``steps_per_s``, ``batch_size`` (model's median), ``loader_batch_size``,
+  ``samples``.
+- ``memory``: ``peak_rss_mb``, ``start_rss_mb``, ``peak_heap_mb``, ``cuda_peak_mb``, ``trend`` (source, readings,
+  growth_kb_per_step, growth_mb, r2) and ``timeline`` (columns/rows: step, rss_mb, heap_mb, cuda_mb).
+- ``model``: ``modules`` (top-level modules: class, params, calls, time, batch size, grad/train-mode calls, call
+  site), ``loads`` and ``constructions`` with call sites.
+- ``syncs``: host reads by site (kind, site, calls, per_step, time_ms, loop_ms).
+- ``dataloader``: ``loaders`` (configuration, call site, batches, wait), ``item_time_ms``, ``worker_processes``.
+- ``h2d``, ``precision``: GPU copy counters and matmul precision settings.
+- ``system``: ``cores``, ``cpu_percent_mean``, ``cpu_percent_per_core``, ``gpu_util_mean`` and a ``timeline``
+  (t_s, step, cpu_percent, process_cpu_percent, gpu_util) aligned to steps.
+- ``distributions``: ``step_time_ms`` (steady steps, at most 5000 values).
+"""

@@ -1,0 +1,370 @@
+"""From evidence to derived numbers (steady-state phases, throughput, memory trend) and to ``metrics``.
+
+:func:`analyze` is pure: the same :class:`ProfileEvidence` (live or recorded) gives the same
+:class:`ProfileAnalysis`, which the rules read and :func:`build_metrics` lays out for the result.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from infradoctor.profile.evidence import ModuleUse, ProfileEvidence, StepRecord
+
+PHASES = ("data_wait", "h2d", "forward", "backward", "optimizer", "sync", "load", "other")
+"""Step phases, in the order the breakdown bar shows them."""
+MAX_WARMUP_STEPS = 5
+"""At most this many first steps count as warm-up."""
+MAX_DISTRIBUTION = 5000
+"""Raw samples kept per distribution (deterministically subsampled)."""
+MAX_TIMELINE = 300
+"""Points kept in the memory and system timelines."""
+
+
+@dataclass(frozen=True)
+class MemoryTrend:
+    """Least-squares line through the memory readings of steady steps."""
+
+    source: str
+    """``heap`` (glibc heap incl. CPU tensors), ``cuda`` (allocator) or ``rss``."""
+    readings: int
+    """Readings used."""
+    slope_bytes_per_step: float
+    """Growth per step."""
+    r2: float
+    """Fit quality (1 = perfectly steady growth)."""
+    growth_bytes: float
+    """Fitted growth over the steady steps."""
+    start_bytes: float
+    """First reading."""
+    end_bytes: float
+    """Last reading."""
+
+
+@dataclass(frozen=True)
+class ProfileAnalysis:
+    """Derived numbers the rules and the metrics use."""
+
+    evidence: ProfileEvidence
+    """What was measured."""
+    steps: tuple[StepRecord, ...]
+    """Complete steps (the last, partial one left out)."""
+    warmup: tuple[StepRecord, ...]
+    """First steps counted as warm-up."""
+    steady: tuple[StepRecord, ...]
+    """Steady-state steps (the rest)."""
+    phase_s: dict[str, float]
+    """Seconds per phase over steady steps."""
+    steady_time_s: float
+    """Sum of steady step durations."""
+    steps_time_s: float
+    """Sum of all complete step durations."""
+    step_ms: tuple[float, ...]
+    """Steady step durations in ms."""
+    samples_per_s: float | None
+    """Steady samples per second."""
+    steps_per_s: float | None
+    """Steady steps per second."""
+    memory: MemoryTrend | None
+    """Memory trend, when enough readings."""
+    cores: int
+    """Cores seen by the system sampler (0 when unknown)."""
+    gpu_util_mean: float | None
+    """Mean NVML utilisation during the steps (None without NVML samples)."""
+    main: ModuleUse | None = None
+    """The model: the largest top-level module."""
+    sync_span_s: float = 0.0
+    """Time of loops around host reads, summed over sites."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Room for derived values that a rule wants to share."""
+
+    def fraction(self, phase: str) -> float:
+        """Share of steady step time in a phase."""
+        return self.phase_s.get(phase, 0.0) / self.steady_time_s if self.steady_time_s > 0 else 0.0
+
+    @property
+    def run_time_s(self) -> float:
+        """Denominator for 'share of run time': the steps' time, or the process's wall time without steps."""
+        return self.steps_time_s if self.steps_time_s > 0 else max(self.evidence.duration_s, 1e-9)
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Linear-interpolated percentile (q in 0-100) of unsorted values; None when empty."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def warmup_count(n: int) -> int:
+    """First steps treated as warm-up: a tenth of them, at least 1 with 3+ steps, at most MAX_WARMUP_STEPS."""
+    if n < 3:
+        return 0
+    return max(1, min(MAX_WARMUP_STEPS, n // 10))
+
+
+def _phase_seconds(step: StepRecord) -> dict[str, float]:
+    return {
+        "data_wait": step.data_wait_s,
+        "h2d": step.h2d_s,
+        "forward": step.forward_s,
+        "backward": step.backward_s,
+        "optimizer": step.optimizer_s,
+        "sync": step.sync_s,
+        "load": step.load_s,
+        "other": step.other_s,
+    }
+
+
+def memory_trend(steps: Sequence[StepRecord], cuda: bool) -> MemoryTrend | None:
+    """Fit a line through steady-step memory readings (CUDA allocator on GPU, else glibc heap, else RSS)."""
+    for source in (("cuda",) if cuda else ()) + ("heap", "rss"):
+        attr = {"cuda": "cuda_alloc_bytes", "heap": "heap_bytes", "rss": "rss_bytes"}[source]
+        points = [(float(s.index), float(v)) for s in steps if (v := getattr(s, attr)) is not None]
+        if len(points) < 5:
+            continue
+        xs = [p[0] for p in points]
+        ys = [p[1] for p in points]
+        mx, my = statistics.fmean(xs), statistics.fmean(ys)
+        sxx = sum((x - mx) ** 2 for x in xs)
+        if sxx == 0:
+            continue
+        sxy = sum((x - mx) * (y - my) for x, y in points)
+        syy = sum((y - my) ** 2 for y in ys)
+        slope = sxy / sxx
+        r2 = (sxy * sxy) / (sxx * syy) if syy > 0 else 0.0
+        return MemoryTrend(source, len(points), slope, r2, slope * (xs[-1] - xs[0]), ys[0], ys[-1])
+    return None
+
+
+def analyze(evidence: ProfileEvidence) -> ProfileAnalysis:
+    """Derive the steady-state picture of a run."""
+    steps = tuple(s for s in evidence.steps if not s.partial)
+    warm = warmup_count(len(steps))
+    warmup, steady = steps[:warm], steps[warm:]
+    phase_s = dict.fromkeys(PHASES, 0.0)
+    for step in steady:
+        for name, value in _phase_seconds(step).items():
+            phase_s[name] += value
+    steady_time = sum(s.duration_s for s in steady)
+    samples = sum(s.samples for s in steady)
+    cores = max((len(s.cpu_percent) for s in evidence.system), default=0)
+    gpu_util: float | None = None
+    if steady:
+        window = [s for s in evidence.system if steady[0].start <= s.t <= steady[-1].end + 1.0 and s.gpu_util_percent]
+        if window:
+            gpu_util = statistics.fmean(statistics.fmean(s.gpu_util_percent) for s in window)
+    return ProfileAnalysis(
+        evidence=evidence,
+        steps=steps,
+        warmup=warmup,
+        steady=steady,
+        phase_s=phase_s,
+        steady_time_s=steady_time,
+        steps_time_s=sum(s.duration_s for s in steps),
+        step_ms=tuple(1000.0 * s.duration_s for s in steady),
+        samples_per_s=samples / steady_time if steady_time > 0 and samples else None,
+        steps_per_s=len(steady) / steady_time if steady_time > 0 else None,
+        memory=memory_trend(steady, evidence.cuda),
+        cores=cores,
+        gpu_util_mean=gpu_util,
+        main=evidence.module(evidence.main_module),
+        sync_span_s=sum(s.span_s for s in evidence.syncs),
+    )
+
+
+def subsample(values: Sequence[float], limit: int = MAX_DISTRIBUTION) -> list[float]:
+    """At most ``limit`` values, evenly strided (deterministic)."""
+    if len(values) <= limit:
+        return [round(v, 4) for v in values]
+    stride = len(values) / limit
+    return [round(values[int(i * stride)], 4) for i in range(limit)]
+
+
+def _mb(value: float | int | None) -> float | None:
+    return round(value / 1e6, 2) if value is not None else None
+
+
+def _ms(value: float | None) -> float | None:
+    return round(1000.0 * value, 3) if value is not None else None
+
+
+def _round(value: float | None, digits: int = 3) -> float | None:
+    return round(value, digits) if value is not None else None
+
+
+def build_metrics(analysis: ProfileAnalysis) -> dict[str, Any]:
+    """The ``metrics`` of a profile result (layout documented in ``infradoctor.profile``)."""
+    ev = analysis.evidence
+    step_ms = list(analysis.step_ms)
+    n_steady = len(analysis.steady)
+    per_step = {
+        name: _ms(value / n_steady) if n_steady else None for name, value in analysis.phase_s.items()
+    }
+    fractions = {name: round(analysis.fraction(name), 4) for name in PHASES}
+    main = analysis.main
+    batch = main.median_batch() if main else None
+    loader_batches = [d.batch_size for d in ev.dataloaders if d.batch_size]
+    first_ms = 1000.0 * analysis.steps[0].duration_s if analysis.steps else None
+    steps = {
+        "count": len(analysis.steps),
+        "warmup": len(analysis.warmup),
+        "steady": n_steady,
+        "boundary": ev.step_mode,
+        "time_s": round(analysis.steps_time_s, 4),
+        "phase_ms_per_step": per_step,
+        "phase_fraction": fractions,
+        "step_time_ms": {
+            "p50": _round(percentile(step_ms, 50)),
+            "p90": _round(percentile(step_ms, 90)),
+            "p99": _round(percentile(step_ms, 99)),
+            "mean": _round(statistics.fmean(step_ms)) if step_ms else None,
+            "first": _round(first_ms),
+            "warmup_mean": _round(statistics.fmean(1000.0 * s.duration_s for s in analysis.warmup))
+            if analysis.warmup
+            else None,
+        },
+        "forwards": sum(s.forwards for s in analysis.steps),
+        "backwards": ev.backward_calls,
+        "optimizer_steps": ev.optimizer_steps,
+    }
+    throughput = {
+        "samples_per_s": _round(analysis.samples_per_s, 2),
+        "steps_per_s": _round(analysis.steps_per_s, 2),
+        "batch_size": batch,
+        "loader_batch_size": loader_batches[0] if loader_batches else None,
+        "samples": sum(s.samples for s in analysis.steps),
+    }
+    trend = analysis.memory
+    timeline = [
+        [s.index, _mb(s.rss_bytes), _mb(s.heap_bytes), _mb(s.cuda_alloc_bytes)]
+        for s in analysis.steps
+        if s.rss_bytes is not None or s.heap_bytes is not None
+    ]
+    if len(timeline) > MAX_TIMELINE:
+        stride = len(timeline) / MAX_TIMELINE
+        timeline = [timeline[int(i * stride)] for i in range(MAX_TIMELINE)]
+    memory = {
+        "peak_rss_mb": _mb(ev.peak_rss_bytes),
+        "start_rss_mb": _mb(ev.memory.get("first_rss")),
+        "peak_heap_mb": _mb(ev.memory.get("peak_heap")),
+        "cuda_peak_mb": _mb(ev.memory.get("cuda_peak")),
+        "trend": {
+            "source": trend.source,
+            "readings": trend.readings,
+            "growth_kb_per_step": round(trend.slope_bytes_per_step / 1e3, 2),
+            "growth_mb": _mb(trend.growth_bytes),
+            "r2": round(trend.r2, 3),
+        }
+        if trend
+        else None,
+        "timeline": {"columns": ["step", "rss_mb", "heap_mb", "cuda_mb"], "rows": timeline},
+    }
+    modules = [
+        {
+            "class": m.cls,
+            "params": m.params,
+            "device": m.device,
+            "dtype": m.dtype,
+            "calls": m.calls,
+            "time_ms": _ms(m.time_s),
+            "batch_size": m.median_batch(),
+            "grad_calls": m.grad_calls,
+            "unused_grad_calls": m.unused_grad_calls,
+            "train_mode_calls": m.train_mode_calls,
+            "site": f"{m.sites[0]['file']}:{m.sites[0]['line']}" if m.sites else None,
+        }
+        for m in sorted(ev.modules, key=lambda m: -m.time_s)[:10]
+    ]
+    syncs = [
+        {"kind": s.kind, "site": f"{s.file}:{s.line}", "calls": s.calls,
+         "per_step": round(s.calls / max(1, len(analysis.steps)), 2), "time_ms": _ms(s.time_s),
+         "loop_ms": _ms(s.span_s)}
+        for s in sorted(ev.syncs, key=lambda s: -s.calls)[:10]
+    ]
+    loaders = [
+        {"site": f"{d.file}:{d.line}" if d.file else None, "num_workers": d.num_workers, "pin_memory": d.pin_memory,
+         "persistent_workers": d.persistent_workers, "prefetch_factor": d.prefetch_factor,
+         "batch_size": d.batch_size, "dataset": d.dataset, "iterators": d.iterators, "batches": d.batches,
+         "wait_ms": _ms(d.wait_s)}
+        for d in ev.dataloaders
+    ]
+    fetch = ev.worker_fetch if ev.worker_fetch.get("items") else ev.fetch
+    item_ms = 1000.0 * float(fetch.get("time_s", 0.0)) / fetch["items"] if fetch.get("items") else None
+    system_rows = []
+    samples = list(ev.system)
+    if len(samples) > MAX_TIMELINE:
+        stride = len(samples) / MAX_TIMELINE
+        samples = [samples[int(i * stride)] for i in range(MAX_TIMELINE)]
+    for sample in samples:
+        step_at = next((s.index for s in analysis.steps if s.start <= sample.t <= s.end), None)
+        system_rows.append([
+            round(sample.t - (ev.system[0].t if ev.system else 0.0), 2),
+            step_at,
+            round(statistics.fmean(sample.cpu_percent), 1) if sample.cpu_percent else None,
+            sample.process_cpu_percent,
+            round(statistics.fmean(sample.gpu_util_percent), 1) if sample.gpu_util_percent else None,
+        ])
+    cpu_means = [statistics.fmean(s.cpu_percent) for s in ev.system if s.cpu_percent]
+    per_core = (
+        [round(statistics.fmean(s.cpu_percent[i] for s in ev.system if len(s.cpu_percent) > i), 1)
+         for i in range(analysis.cores)]
+        if analysis.cores
+        else []
+    )
+    system = {
+        "cores": analysis.cores,
+        "cpu_percent_mean": _round(statistics.fmean(cpu_means), 1) if cpu_means else None,
+        "cpu_percent_per_core": per_core,
+        "gpu_util_mean": _round(analysis.gpu_util_mean, 1),
+        "timeline": {"columns": ["t_s", "step", "cpu_percent", "process_cpu_percent", "gpu_util"],
+                     "rows": system_rows},
+    }
+    headline: dict[str, Any] = {
+        "samples_per_s": throughput["samples_per_s"],
+        "steps_per_s": throughput["steps_per_s"],
+        "step_time_ms_p50": steps["step_time_ms"]["p50"],  # type: ignore[index]
+        "step_time_ms_p90": steps["step_time_ms"]["p90"],  # type: ignore[index]
+        "data_wait_fraction": fractions["data_wait"],
+        "peak_rss_mb": memory["peak_rss_mb"],
+        "steps": len(analysis.steps),
+    }
+    if ev.cuda:
+        headline["cuda_peak_mb"] = memory["cuda_peak_mb"]
+        headline["gpu_util_mean"] = system["gpu_util_mean"]
+    return {
+        "workload": {
+            "exit_status": ev.exit_status,
+            "stop_reason": ev.stop_reason,
+            "duration_s": round(ev.duration_s, 3),
+            "instrumented": ev.instrumented,
+            "torch_imported": ev.torch_imported,
+            "torch_version": ev.torch_version,
+            "cuda": ev.cuda,
+            "profile_kind": "torch" if ev.torch_imported else "cpu-only",
+        },
+        "headline": headline,
+        "steps": steps,
+        "throughput": throughput,
+        "memory": memory,
+        "model": {
+            "modules": modules,
+            "loads": [{"kind": load.kind, "site": f"{load.file}:{load.line}", "calls": load.calls,
+                       "time_ms": _ms(load.time_s)} for load in ev.loads],
+            "constructions": [{"class": c.cls, "site": f"{c.file}:{c.line}", "count": c.count, "params": c.params}
+                              for c in ev.constructions if c.count],
+        },
+        "syncs": syncs,
+        "dataloader": {"loaders": loaders, "item_time_ms": _round(item_ms, 4),
+                       "worker_processes": ev.worker_fetch.get("workers", 0)},
+        "h2d": dict(ev.h2d),
+        "precision": dict(ev.precision),
+        "system": system,
+        "distributions": {"step_time_ms": subsample(step_ms)},
+    }

@@ -1,0 +1,481 @@
+"""What a profiled run leaves behind, as frozen dataclasses: read from the events folder or from recorded JSON.
+
+The child writes ``<pid>.steps.jsonl``, ``<pid>.state.json`` and ``<pid>.worker.json`` (see ``instrument``);
+:func:`read_events` turns them into a :class:`ProfileEvidence`. ``ProfileEvidence.to_dict``/``from_dict`` round-trip,
+so rules are tested on recorded evidence exactly as on live runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def _build(cls: type[T], data: Mapping[str, Any]) -> T:
+    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One step: from one boundary (optimizer step, DataLoader batch or top-level forward) to the next."""
+
+    index: int
+    """0-based step number."""
+    start: float
+    """Start, seconds on the machine's monotonic clock."""
+    end: float
+    """End, same clock."""
+    data_wait_s: float = 0.0
+    """Time inside the DataLoader's ``__next__``."""
+    h2d_s: float = 0.0
+    """Time in host-to-device copies (GPU only)."""
+    forward_s: float = 0.0
+    """Time in top-level module calls."""
+    backward_s: float = 0.0
+    """Time in ``autograd.backward``/``grad``."""
+    optimizer_s: float = 0.0
+    """Time in ``optimizer.step()``."""
+    sync_s: float = 0.0
+    """Time in host reads of tensor values (``.item()``, ``.tolist()``, ...) outside forward."""
+    load_s: float = 0.0
+    """Time in ``torch.load``/``load_state_dict``/``from_pretrained``."""
+    samples: int = 0
+    """Samples processed (batch size of the DataLoader batches, else of the main model's forward calls)."""
+    forwards: int = 0
+    """Top-level forward calls."""
+    backwards: int = 0
+    """Backward calls."""
+    syncs: int = 0
+    """Host reads of tensor values from user code."""
+    rss_bytes: int | None = None
+    """Process resident set size at the end of the step, when read (at most 10 reads/s)."""
+    heap_bytes: int | None = None
+    """glibc heap in use (includes CPU tensor storage) at the end of the step, when read."""
+    cuda_alloc_bytes: int | None = None
+    """CUDA allocator's allocated bytes, when on GPU and read."""
+    gpu_busy_s: float | None = None
+    """GPU time of forward/backward resolved from CUDA events during this step (GPU only)."""
+    partial: bool = False
+    """The last step, cut short by the end of the run."""
+
+    @property
+    def duration_s(self) -> float:
+        """Wall time of the step."""
+        return max(0.0, self.end - self.start)
+
+    @property
+    def other_s(self) -> float:
+        """Time not in any measured phase: other Python."""
+        known = self.data_wait_s + self.h2d_s + self.forward_s + self.backward_s + self.optimizer_s + self.sync_s
+        return max(0.0, self.duration_s - known - self.load_s)
+
+    @classmethod
+    def from_event(cls, row: Mapping[str, Any]) -> StepRecord:
+        """From one line of ``<pid>.steps.jsonl``."""
+        return cls(
+            index=int(row["i"]),
+            start=float(row["t0"]),
+            end=float(row["t1"]),
+            data_wait_s=float(row.get("data_wait", 0.0)),
+            h2d_s=float(row.get("h2d", 0.0)),
+            forward_s=float(row.get("forward", 0.0)),
+            backward_s=float(row.get("backward", 0.0)),
+            optimizer_s=float(row.get("optimizer", 0.0)),
+            sync_s=float(row.get("sync", 0.0)),
+            load_s=float(row.get("load", 0.0)),
+            samples=int(row.get("samples", 0)),
+            forwards=int(row.get("forwards", 0)),
+            backwards=int(row.get("backwards", 0)),
+            syncs=int(row.get("syncs", 0)),
+            rss_bytes=row.get("rss"),
+            heap_bytes=row.get("heap"),
+            cuda_alloc_bytes=row.get("cuda_alloc"),
+            gpu_busy_s=row.get("gpu_busy"),
+            partial=bool(row.get("partial", False)),
+        )
+
+
+@dataclass(frozen=True)
+class ModuleUse:
+    """How one top-level ``nn.Module`` instance was called."""
+
+    id: int
+    """Identity within the run."""
+    cls: str
+    """Class name."""
+    params: int
+    """Parameter count."""
+    trainable: bool
+    """Some parameter requires grad."""
+    mode_layers: tuple[str, ...]
+    """Dropout/batch-norm layer classes inside it (they behave differently in train mode)."""
+    device: str
+    """Device type of its first parameter."""
+    dtype: str
+    """Dtype of its first parameter."""
+    calls: int
+    """Top-level calls."""
+    time_s: float
+    """Wall time inside those calls."""
+    grad_calls: int
+    """Calls with autograd recording."""
+    unused_grad_calls: int
+    """Calls with autograd recording that no backward followed before the module's next call."""
+    train_mode_calls: int
+    """Calls with ``module.training`` true."""
+    train_mode_inference_calls: int
+    """Calls in train mode with grad off (inference in train mode)."""
+    batch_sizes: Mapping[str, int]
+    """Batch size -> number of calls."""
+    sites: tuple[Mapping[str, Any], ...]
+    """User call sites of the first calls: ``{file, line, calls}``."""
+    autocast_calls: int = 0
+    """Calls under autocast."""
+    gpu_time_s: float = 0.0
+    """GPU time (CUDA events), when on GPU."""
+    retained_sampled: int = 0
+    """Outputs sampled for survival."""
+    retained_alive: int = 0
+    """Sampled outputs still alive at the end (kept by the program)."""
+
+    @classmethod
+    def from_state(cls, row: Mapping[str, Any]) -> ModuleUse:
+        """From the child's state file."""
+        data = dict(row)
+        data["cls"] = data.pop("class", "?")
+        data["time_s"] = float(data.get("time_s", 0.0))
+        data["mode_layers"] = tuple(data.get("mode_layers") or ())
+        data["sites"] = tuple(data.get("sites") or ())
+        data["batch_sizes"] = dict(data.get("batch_sizes") or {})
+        return _build(cls, data)
+
+    def median_batch(self) -> int:
+        """Median batch size over calls (0 without calls)."""
+        pairs = sorted((int(k), v) for k, v in self.batch_sizes.items())
+        total = sum(v for _, v in pairs)
+        seen = 0
+        for size, count in pairs:
+            seen += count
+            if seen * 2 >= total:
+                return size
+        return 0
+
+
+@dataclass(frozen=True)
+class SyncSite:
+    """A user line that reads tensor values on the host (``.item()``, ``.tolist()``, ``for x in tensor`` ...)."""
+
+    kind: str
+    """Method: ``item``, ``tolist``, ``cpu``, ``numpy``, ``bool``, ``float``, ``int``, ``iter``, ``repr``, ...."""
+    file: str
+    """Source file."""
+    line: int
+    """Line."""
+    function: str
+    """Enclosing function."""
+    calls: int
+    """Calls over the run."""
+    time_s: float
+    """Time inside the calls."""
+    span_s: float
+    """Per step, time from this site's first to last call, summed: the loop around it."""
+    elements: int
+    """Elements iterated (``iter`` only)."""
+    steps: int
+    """Steps in which the site was hit."""
+
+
+@dataclass(frozen=True)
+class LoadEvent:
+    """Weight loading at one call site: ``torch.load``, ``load_state_dict``, ``*.from_pretrained``."""
+
+    kind: str
+    """Which call."""
+    file: str
+    """User call site file."""
+    line: int
+    """User call site line."""
+    calls: int
+    """How many times."""
+    time_s: float
+    """Total time."""
+
+
+@dataclass(frozen=True)
+class Construction:
+    """``nn.Module`` construction at one user call site."""
+
+    file: str
+    """Call site file."""
+    line: int
+    """Call site line."""
+    count: int
+    """Distinct top-level modules built there."""
+    cls: str
+    """Class of the last one."""
+    params: int | None
+    """Its parameter count, when it was still alive at the last snapshot."""
+
+    @classmethod
+    def from_state(cls, row: Mapping[str, Any]) -> Construction:
+        """From the child's state file."""
+        return cls(str(row.get("file")), int(row.get("line") or 0), int(row.get("count", 0)),
+                   str(row.get("class", "?")), row.get("params"))
+
+
+@dataclass(frozen=True)
+class LoaderConfig:
+    """A ``DataLoader`` and how it was used."""
+
+    file: str | None
+    """Where it was built."""
+    line: int | None
+    """Line."""
+    num_workers: int | None
+    """``num_workers``."""
+    pin_memory: bool | None
+    """``pin_memory``."""
+    persistent_workers: bool | None
+    """``persistent_workers``."""
+    prefetch_factor: int | None
+    """``prefetch_factor`` (None without workers)."""
+    batch_size: int | None
+    """``batch_size``."""
+    dataset: str
+    """Dataset class."""
+    dataset_len: int | None
+    """len(dataset), when defined."""
+    iterators: int
+    """Iterators made (epochs)."""
+    batches: int
+    """Batches taken."""
+    wait_s: float
+    """Time waiting in ``__next__``."""
+    first_batch_waits: tuple[float, ...] = ()
+    """Wait for the first batch of each iterator (worker start-up shows here)."""
+    multiprocessing_context: str | None = None
+    """Worker start method when set."""
+
+    @classmethod
+    def from_state(cls, row: Mapping[str, Any]) -> LoaderConfig:
+        """From the child's state file."""
+        data = dict(row)
+        data["first_batch_waits"] = tuple(data.get("first_batch_waits") or ())
+        return _build(cls, data)
+
+
+@dataclass(frozen=True)
+class SystemSample:
+    """One sample of the machine, taken by the parent while the workload ran."""
+
+    t: float
+    """Monotonic time."""
+    cpu_percent: tuple[float, ...]
+    """Busy percent per core since the previous sample."""
+    process_cpu_percent: float | None
+    """CPU percent of the workload's process tree (100 = one core)."""
+    rss_bytes: int | None
+    """RSS of the workload's process tree."""
+    gpu_util_percent: tuple[float, ...] = ()
+    """NVML utilisation per GPU (empty without NVML)."""
+    gpu_memory_bytes: tuple[int, ...] = ()
+    """NVML memory used per GPU."""
+
+    @classmethod
+    def from_dict(cls, row: Mapping[str, Any]) -> SystemSample:
+        """Inverse of ``asdict``."""
+        data = dict(row)
+        data["cpu_percent"] = tuple(data.get("cpu_percent") or ())
+        data["gpu_util_percent"] = tuple(data.get("gpu_util_percent") or ())
+        data["gpu_memory_bytes"] = tuple(data.get("gpu_memory_bytes") or ())
+        return _build(cls, data)
+
+
+@dataclass(frozen=True)
+class ProfileEvidence:
+    """Everything measured about one profiled run."""
+
+    argv: tuple[str, ...]
+    """The workload's command line."""
+    exit_status: int | None
+    """Exit code (negative: killed by that signal); None while it still runs."""
+    stop_reason: str
+    """``exit``, ``steps`` (``--steps`` reached), ``duration``, ``stopped`` (stop()), ``interrupted``."""
+    duration_s: float
+    """Wall time from start to exit."""
+    instrumented: bool
+    """The recorder started in the workload (false when it died before, or could not be injected)."""
+    torch_imported: bool
+    """The workload imported torch (false: CPU-only profile)."""
+    torch_version: str | None = None
+    """torch version seen in the workload."""
+    cuda: bool = False
+    """CUDA was available in the workload."""
+    step_mode: str | None = None
+    """What marks a step: ``optimizer``, ``dataloader``, ``forward`` or None (no steps)."""
+    steps: tuple[StepRecord, ...] = ()
+    """Every step, in order."""
+    modules: tuple[ModuleUse, ...] = ()
+    """Top-level modules."""
+    main_module: int | None = None
+    """Id of the largest top-level module (the model)."""
+    backward_calls: int = 0
+    """Backward calls."""
+    backward_time_s: float = 0.0
+    """Time in backward."""
+    optimizer_steps: int = 0
+    """``optimizer.step()`` calls."""
+    optimizer_time_s: float = 0.0
+    """Time in them."""
+    syncs: tuple[SyncSite, ...] = ()
+    """Host reads of tensor values by site."""
+    loads: tuple[LoadEvent, ...] = ()
+    """Weight loading by site."""
+    constructions: tuple[Construction, ...] = ()
+    """Module construction by site."""
+    dataloaders: tuple[LoaderConfig, ...] = ()
+    """DataLoaders used."""
+    fetch: Mapping[str, Any] = field(default_factory=dict)
+    """Dataset fetches in the main process: ``calls``, ``items``, ``time_s``."""
+    worker_fetch: Mapping[str, Any] = field(default_factory=dict)
+    """Dataset fetches in DataLoader workers: ``workers``, ``calls``, ``items``, ``time_s``."""
+    h2d: Mapping[str, Any] = field(default_factory=dict)
+    """Host-to-device copies: ``copies``, ``bytes``, ``pageable_copies``, ``pageable_bytes``, ``time_s``."""
+    memory: Mapping[str, Any] = field(default_factory=dict)
+    """Process memory: ``first_rss``, ``peak_rss``, ``first_heap``, ``peak_heap``, ``cuda_peak`` (bytes)."""
+    peak_rss_bytes: int | None = None
+    """Peak RSS of the workload from the kernel (wait4), else the highest reading."""
+    precision: Mapping[str, Any] = field(default_factory=dict)
+    """Matmul precision settings and device support (bf16, TF32 capability)."""
+    system: tuple[SystemSample, ...] = ()
+    """Machine samples taken by the parent."""
+    errors: tuple[Mapping[str, Any], ...] = ()
+    """Instrumentation problems: ``{source, message, count}``."""
+    started_wall: float | None = None
+    """Start, Unix time."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (for recording evidence)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ProfileEvidence:
+        """Inverse of :meth:`to_dict`."""
+        d = dict(data)
+        d["argv"] = tuple(d.get("argv") or ())
+        d["steps"] = tuple(_build(StepRecord, s) for s in d.get("steps") or ())
+        d["modules"] = tuple(
+            _build(ModuleUse, {**m, "mode_layers": tuple(m.get("mode_layers") or ()),
+                               "sites": tuple(m.get("sites") or ())})
+            for m in d.get("modules") or ()
+        )
+        d["syncs"] = tuple(_build(SyncSite, s) for s in d.get("syncs") or ())
+        d["loads"] = tuple(_build(LoadEvent, s) for s in d.get("loads") or ())
+        d["constructions"] = tuple(_build(Construction, s) for s in d.get("constructions") or ())
+        d["dataloaders"] = tuple(
+            _build(LoaderConfig, {**s, "first_batch_waits": tuple(s.get("first_batch_waits") or ())})
+            for s in d.get("dataloaders") or ()
+        )
+        d["system"] = tuple(SystemSample.from_dict(s) for s in d.get("system") or ())
+        d["errors"] = tuple(d.get("errors") or ())
+        return _build(cls, d)
+
+    def module(self, key: int | None) -> ModuleUse | None:
+        """The module with this id."""
+        return next((m for m in self.modules if m.id == key), None)
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    with contextlib.suppress(OSError, ValueError):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else None
+    return None
+
+
+def _read_steps(path: Path) -> list[StepRecord]:
+    steps: list[StepRecord] = []
+    with contextlib.suppress(OSError), path.open(encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                steps.append(StepRecord.from_event(json.loads(line)))
+            except (ValueError, KeyError, TypeError):
+                continue  # a line cut by a kill
+    return steps
+
+
+def read_events(
+    events_dir: Path,
+    *,
+    main_pid: int | None,
+    argv: Sequence[str],
+    exit_status: int | None,
+    stop_reason: str,
+    duration_s: float,
+    system: Sequence[SystemSample] = (),
+    peak_rss_bytes: int | None = None,
+) -> ProfileEvidence:
+    """Evidence from the events folder; the main process is ``main_pid`` if it wrote state, else the busiest."""
+    states: dict[int, dict[str, Any]] = {}
+    for path in sorted(events_dir.glob("*.state.json")):
+        state = _read_json(path)
+        if state is not None and state.get("role") == "main":
+            states[int(state.get("pid", 0))] = state
+    workers = [w for w in (_read_json(p) for p in sorted(events_dir.glob("*.worker.json"))) if w]
+    worker_fetch = {
+        "workers": len(workers),
+        "calls": sum(int(w.get("calls", 0)) for w in workers),
+        "items": sum(int(w.get("items", 0)) for w in workers),
+        "time_s": sum(float(w.get("time_s", 0.0)) for w in workers),
+    }
+    state = states.get(main_pid or -1)
+    if state is None and states:
+        state = max(states.values(), key=lambda s: (int(s.get("steps", 0)), bool(s.get("torch_imported"))))
+    common: dict[str, Any] = {
+        "argv": tuple(argv),
+        "exit_status": exit_status,
+        "stop_reason": stop_reason,
+        "duration_s": duration_s,
+        "system": tuple(system),
+        "worker_fetch": worker_fetch,
+    }
+    if state is None:
+        return ProfileEvidence(instrumented=False, torch_imported=False, peak_rss_bytes=peak_rss_bytes, **common)
+    pid = int(state["pid"])
+    steps = sorted(_read_steps(events_dir / f"{pid}.steps.jsonl"), key=lambda s: s.index)
+    memory = dict(state.get("memory") or {})
+    readings = [s.rss_bytes for s in steps if s.rss_bytes] + [memory.get("peak_rss") or 0, memory.get("rss") or 0]
+    readings += [s.rss_bytes or 0 for s in system]
+    peak = max([peak_rss_bytes or 0, *readings]) or None
+    return ProfileEvidence(
+        instrumented=True,
+        torch_imported=bool(state.get("torch_imported")),
+        torch_version=state.get("torch_version"),
+        cuda=bool(state.get("cuda")),
+        step_mode=state.get("mode"),
+        steps=tuple(steps),
+        modules=tuple(ModuleUse.from_state(m) for m in state.get("modules") or ()),
+        main_module=state.get("main_module"),
+        backward_calls=int(state.get("backward_calls", 0)),
+        backward_time_s=float(state.get("backward_time_s", 0.0)),
+        optimizer_steps=int(state.get("optimizer_steps", 0)),
+        optimizer_time_s=float(state.get("optimizer_time_s", 0.0)),
+        syncs=tuple(_build(SyncSite, s) for s in state.get("syncs") or ()),
+        loads=tuple(_build(LoadEvent, s) for s in state.get("loads") or ()),
+        constructions=tuple(Construction.from_state(c) for c in state.get("constructions") or ()),
+        dataloaders=tuple(LoaderConfig.from_state(d) for d in state.get("dataloaders") or ()),
+        fetch=dict(state.get("fetch") or {}),
+        h2d=dict(state.get("h2d") or {}),
+        memory=memory,
+        peak_rss_bytes=peak,
+        precision=dict(state.get("precision") or {}),
+        errors=tuple(state.get("errors") or ()),
+        started_wall=state.get("started_wall"),
+        **common,
+    )

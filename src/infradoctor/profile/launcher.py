@@ -1,0 +1,329 @@
+"""Start a program under the profiler as its own child process, sample the machine, stop it, collect evidence.
+
+``start_profiled(argv, options) -> ProfiledProcess`` is the reusable entry point (``profile`` and
+``profile --load-url`` both use it)::
+
+    proc = start_profiled(["python", "server.py"], ProfileOptions())
+    ...                      # drive load at it
+    proc.stop()              # SIGINT, then SIGTERM, then SIGKILL
+    evidence = proc.collect()
+
+A ``python`` command runs through ``python -m infradoctor.profile.runner`` (the cProfile way); any other command
+(a console script such as ``uvicorn``) is instrumented by an injected ``sitecustomize`` when it imports torch. The
+program's stdin/stdout/stderr are inherited untouched; evidence comes back through files in a private folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import psutil
+
+from infradoctor.errors import TargetError, UsageError
+from infradoctor.profile.evidence import ProfileEvidence, SystemSample, read_events
+from infradoctor.profile.instrument import EVENTS_DIR_ENV, MAX_STEPS_ENV
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+INJECT_DIR = Path(__file__).resolve().parent / "inject"
+_PYTHON_NAME = re.compile(r"^(python|pypy)[0-9.]*$")
+# Interpreter options that take a value (the next argument) when given alone.
+_OPTIONS_WITH_VALUE = {"-W", "-X", "--check-hash-based-pycs"}
+
+
+@dataclass(frozen=True)
+class ProfileOptions:
+    """How to run the workload."""
+
+    max_steps: int | None = None
+    """Interrupt the workload (SIGINT) after this many steps."""
+    duration_s: float | None = None
+    """Stop the workload (SIGINT, SIGTERM, SIGKILL) after this many seconds."""
+    sample_interval_s: float = 0.5
+    """System sampling period (CPU per core, process tree CPU and RSS, GPU utilisation)."""
+    cwd: str | None = None
+    """Working directory of the workload (default: ours)."""
+    env: Mapping[str, str] | None = None
+    """Extra environment variables for the workload."""
+    stdin: int | IO[Any] | None = None
+    """The workload's stdin (default: inherited)."""
+    stdout: int | IO[Any] | None = None
+    """The workload's stdout (default: inherited)."""
+    stderr: int | IO[Any] | None = None
+    """The workload's stderr (default: inherited)."""
+    stop_grace_s: float = 5.0
+    """Seconds between SIGINT, SIGTERM and SIGKILL when stopping."""
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """The command actually run and how it is instrumented."""
+
+    argv: tuple[str, ...]
+    """Child command line."""
+    mode: str
+    """``runner`` (python program) or ``sitecustomize`` (any other command)."""
+
+
+def plan_command(argv: Sequence[str], cwd: str | None = None) -> LaunchPlan:
+    """The child command for a user command; raises UsageError/TargetError for what cannot run."""
+    if not argv:
+        raise UsageError("no command to profile: give it after --, e.g. `infradoctor profile -- python train.py`")
+    exe = argv[0]
+    base = os.path.basename(exe)
+    resolved = shutil.which(exe) if os.sep not in exe else (exe if os.path.exists(exe) else None)
+    if resolved is None:
+        raise TargetError(f"cannot run {exe!r}: command not found")
+    if not _PYTHON_NAME.match(base):
+        if base.endswith(".py"):
+            return plan_command([sys.executable, *argv], cwd)
+        return LaunchPlan((resolved, *argv[1:]), "sitecustomize")
+    interpreter_opts: list[str] = []
+    i = 1
+    while i < len(argv) and argv[i].startswith("-") and argv[i] not in ("-m", "-c", "-"):
+        interpreter_opts.append(argv[i])
+        if argv[i] in _OPTIONS_WITH_VALUE and i + 1 < len(argv):
+            interpreter_opts.append(argv[i + 1])
+            i += 1
+        i += 1
+    rest = list(argv[i:])
+    if not rest or rest[0] == "-":
+        raise UsageError("profile needs a script, -m module or -c code after the interpreter (stdin is not supported)")
+    if rest[0] in ("-m", "-c") and len(rest) < 2:
+        raise UsageError(f"{rest[0]} needs an argument")
+    if rest[0] not in ("-m", "-c"):
+        script = Path(cwd or ".") / rest[0]
+        if not script.is_file():
+            raise TargetError(f"script not found: {rest[0]}")
+    return LaunchPlan((resolved, *interpreter_opts, "-m", "infradoctor.profile.runner", *rest), "runner")
+
+
+class _SystemSampler(threading.Thread):
+    """Samples CPU per core, the workload tree's CPU and RSS, and GPU utilisation (NVML) in the parent."""
+
+    def __init__(self, pid: int, interval_s: float) -> None:
+        super().__init__(name="infradoctor-profile-sampler", daemon=True)
+        self.pid = pid
+        self.interval_s = interval_s
+        self.samples: list[SystemSample] = []
+        self.stop_event = threading.Event()
+        self.max_rss = 0
+        self.nvml: Any = None
+        self.gpus: list[Any] = []
+        self.procs: dict[int, psutil.Process] = {}
+        self.cpu_prev: dict[int, float] = {}
+
+    def _init_nvml(self) -> None:
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self.nvml = pynvml
+            self.gpus = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+        except Exception:  # noqa: BLE001 - no NVML or no GPU: GPU columns stay empty
+            self.nvml = None
+            self.gpus = []
+
+    def _tree(self) -> list[psutil.Process]:
+        try:
+            root = self.procs.get(self.pid) or psutil.Process(self.pid)
+            self.procs[self.pid] = root
+            children = root.children(recursive=True)
+            return [root, *(self.procs.setdefault(child.pid, child) for child in children)]
+        except psutil.Error:
+            return []
+
+    def sample(self, last_t: float) -> float:
+        now = time.monotonic()
+        cores = tuple(float(x) for x in psutil.cpu_percent(percpu=True))
+        cpu_total = 0.0
+        rss = 0
+        for proc in self._tree():
+            with contextlib.suppress(psutil.Error):
+                times = proc.cpu_times()
+                total = times.user + times.system
+                cpu_total += total - self.cpu_prev.get(proc.pid, total)
+                self.cpu_prev[proc.pid] = total
+                rss += proc.memory_info().rss
+        self.max_rss = max(self.max_rss, rss)
+        util: list[float] = []
+        mem: list[int] = []
+        for handle in self.gpus:
+            try:
+                util.append(float(self.nvml.nvmlDeviceGetUtilizationRates(handle).gpu))
+                mem.append(int(self.nvml.nvmlDeviceGetMemoryInfo(handle).used))
+            except Exception:  # noqa: BLE001
+                continue
+        elapsed = now - last_t
+        self.samples.append(
+            SystemSample(
+                t=now,
+                cpu_percent=cores,
+                process_cpu_percent=round(100.0 * cpu_total / elapsed, 1) if elapsed > 0 else None,
+                rss_bytes=rss or None,
+                gpu_util_percent=tuple(util),
+                gpu_memory_bytes=tuple(mem),
+            )
+        )
+        return now
+
+    def run(self) -> None:
+        self._init_nvml()
+        psutil.cpu_percent(percpu=True)
+        self._tree()
+        for proc in self.procs.values():
+            with contextlib.suppress(psutil.Error):
+                times = proc.cpu_times()
+                self.cpu_prev[proc.pid] = times.user + times.system
+        last = time.monotonic()
+        while not self.stop_event.wait(self.interval_s):
+            try:
+                last = self.sample(last)
+            except Exception:  # noqa: BLE001 - sampling is best effort
+                continue
+        if self.nvml is not None:
+            with contextlib.suppress(Exception):
+                self.nvml.nvmlShutdown()
+
+
+class ProfiledProcess:
+    """A workload running under the profiler."""
+
+    def __init__(self, argv: Sequence[str], options: ProfileOptions) -> None:
+        self.argv = tuple(argv)
+        self.options = options
+        self.plan = plan_command(argv, options.cwd)
+        self.events_dir = Path(tempfile.mkdtemp(prefix="infradoctor-profile-"))
+        inject = self.events_dir / "inject"
+        inject.mkdir()
+        shutil.copy(INJECT_DIR / "sitecustomize.py", inject / "sitecustomize.py")
+        os.symlink(PACKAGE_DIR, inject / "infradoctor")
+        env = dict(os.environ)
+        env.update(options.env or {})
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(inject), env.get("PYTHONPATH", "")) if p)
+        env[EVENTS_DIR_ENV] = str(self.events_dir)
+        env["INFRADOCTOR_PROFILE_ROLE"] = "any" if self.plan.mode == "sitecustomize" else "runner"
+        if options.max_steps:
+            env[MAX_STEPS_ENV] = str(options.max_steps)
+        self.started = time.monotonic()
+        self.stop_reason = "exit"
+        self._peak_rss: int | None = None
+        self._evidence: ProfileEvidence | None = None
+        try:
+            self.popen = subprocess.Popen(  # noqa: S603 - the user's own command
+                list(self.plan.argv),
+                cwd=options.cwd,
+                env=env,
+                stdin=options.stdin,
+                stdout=options.stdout,
+                stderr=options.stderr,
+            )
+        except OSError as exc:
+            shutil.rmtree(self.events_dir, ignore_errors=True)
+            raise TargetError(f"cannot start {self.argv[0]!r}: {exc}") from exc
+        self.pid = self.popen.pid
+        self.ended: float | None = None
+        self.sampler = _SystemSampler(self.pid, options.sample_interval_s)
+        self.sampler.start()
+
+    def poll(self) -> int | None:
+        """Exit status if it has ended (negative: killed by that signal), else None."""
+        if self.popen.returncode is not None:
+            return self.popen.returncode
+        try:
+            pid, status, usage = os.wait4(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            return self.popen.poll()
+        if pid == 0:
+            return None
+        self.popen.returncode = os.waitstatus_to_exitcode(status)
+        self._peak_rss = int(usage.ru_maxrss) * 1024  # Linux reports KiB
+        self.ended = time.monotonic()
+        return self.popen.returncode
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Wait until it ends (bounded by ``timeout``); its exit status or None."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if self.options.duration_s is not None:
+            stop_at = self.started + self.options.duration_s
+            deadline = stop_at if deadline is None else min(deadline, stop_at)
+        while True:
+            code = self.poll()
+            if code is not None:
+                return code
+            if deadline is not None and time.monotonic() >= deadline:
+                if self.options.duration_s is not None and time.monotonic() >= self.started + self.options.duration_s:
+                    self.stop_reason = "duration"
+                    return self.stop(reason="duration")
+                return None
+            time.sleep(0.02)
+
+    def stop(self, reason: str = "stopped") -> int | None:
+        """SIGINT, then SIGTERM, then SIGKILL, each after the grace period; its exit status."""
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+            if self.poll() is not None:
+                break
+            if self.stop_reason == "exit":
+                self.stop_reason = reason
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                self.popen.send_signal(sig)
+            deadline = time.monotonic() + (self.options.stop_grace_s if sig != signal.SIGKILL else 10.0)
+            while time.monotonic() < deadline and self.poll() is None:
+                time.sleep(0.02)
+        return self.poll()
+
+    def collect(self) -> ProfileEvidence:
+        """Evidence gathered so far (complete once it has ended); removes the events folder after it ended."""
+        if self._evidence is not None:
+            return self._evidence
+        code = self.poll()
+        if code is not None:
+            self.sampler.stop_event.set()
+            self.sampler.join(timeout=5)
+        if code in (130, -signal.SIGINT) and self.stop_reason == "exit":
+            self.stop_reason = "steps" if self.options.max_steps else "interrupted"
+        end = self.ended if self.ended is not None else time.monotonic()
+        evidence = read_events(
+            self.events_dir,
+            main_pid=self.pid,
+            argv=self.argv,
+            exit_status=code,
+            stop_reason=self.stop_reason,
+            duration_s=end - self.started,
+            system=tuple(self.sampler.samples),
+            peak_rss_bytes=max(self._peak_rss or 0, self.sampler.max_rss) or None,
+        )
+        if code is not None:
+            self._evidence = evidence
+            self.close()
+        return evidence
+
+    def close(self) -> None:
+        """Remove the events folder (the process must have ended)."""
+        shutil.rmtree(self.events_dir, ignore_errors=True)
+
+    def __enter__(self) -> ProfiledProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.poll() is None:
+            self.stop()
+        self.sampler.stop_event.set()
+        self.close()
+
+
+def start_profiled(argv: Sequence[str], options: ProfileOptions | None = None) -> ProfiledProcess:
+    """Start ``argv`` under the profiler; raises UsageError/TargetError when it cannot start."""
+    return ProfiledProcess(argv, options or ProfileOptions())

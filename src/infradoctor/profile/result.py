@@ -1,0 +1,100 @@
+"""Evidence -> Result: analysis, rules, metrics and error notes, and the whole run (start, wait, collect)."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from infradoctor.profile.analyze import analyze, build_metrics
+from infradoctor.profile.evidence import ProfileEvidence
+from infradoctor.profile.launcher import ProfileOptions, start_profiled
+from infradoctor.profile.rules import RuleOptions, run_rules
+from infradoctor.result import ErrorNote, Result, new_result, utc_now_iso
+
+
+def evidence_errors(evidence: ProfileEvidence) -> list[ErrorNote]:
+    """What makes a profile partial: no instrumentation, no torch, a failed or interrupted workload."""
+    notes: list[ErrorNote] = []
+    status = evidence.exit_status
+    if not evidence.instrumented:
+        notes.append(ErrorNote("profile.instrumentation", "the workload ended before the profiler started in it"))
+    elif not evidence.torch_imported:
+        notes.append(ErrorNote("profile.torch", "the workload never imported torch: CPU-only profile (process "
+                               "time, CPU and memory; no steps or model evidence)"))
+    if evidence.stop_reason == "interrupted":
+        notes.append(ErrorNote("profile.workload", "the workload was interrupted (SIGINT): result from the "
+                               "evidence gathered so far"))
+    elif status is not None and status < 0 and evidence.stop_reason == "exit":
+        notes.append(ErrorNote("profile.workload", f"the workload was killed by signal {-status}: partial result"))
+    elif status not in (None, 0) and evidence.stop_reason == "exit":
+        notes.append(ErrorNote("profile.workload", f"the workload exited with status {status}: partial result"))
+    notes.extend(
+        ErrorNote(f"profile.{err.get('source', 'instrumentation')}", str(err.get("message", "")),
+                  int(err.get("count", 1)))
+        for err in evidence.errors
+    )
+    return notes
+
+
+def build_result(
+    evidence: ProfileEvidence,
+    *,
+    started_at: str,
+    rule_options: RuleOptions | None = None,
+    extra_target: dict[str, Any] | None = None,
+) -> Result:
+    """The profile result for a run's evidence."""
+    analysis = analyze(evidence)
+    findings = run_rules(analysis, rule_options)
+    status = evidence.exit_status
+    return new_result(
+        "profile",
+        started_at=started_at,
+        duration_s=evidence.duration_s,
+        target={"argv": list(evidence.argv), **(extra_target or {})},
+        metrics=build_metrics(analysis),
+        findings=findings,
+        errors=evidence_errors(evidence),
+        exit_status=_exit_code(status) if status is not None else None,
+    )
+
+
+def _exit_code(status: int) -> int:
+    """Shell-style exit code: 128+N for a signal."""
+    return 128 + (-status) if status < 0 else status
+
+
+def profile_run(
+    argv: Sequence[str],
+    options: ProfileOptions | None = None,
+    rule_options: RuleOptions | None = None,
+    *,
+    timeout_s: float | None = None,
+) -> Result:
+    """Run ``argv`` to the end (or its step/duration limit) under the profiler and return the result.
+
+    A KeyboardInterrupt in the caller (Ctrl-C reaches the workload too) stops the workload and still returns the
+    result of what was gathered.
+    """
+    started_at = utc_now_iso()
+    proc = start_profiled(argv, options)
+    try:
+        try:
+            if proc.wait(timeout_s) is None:
+                proc.stop(reason="stopped")
+        except KeyboardInterrupt:
+            deadline = time.monotonic() + proc.options.stop_grace_s
+            while proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if proc.poll() is None:
+                proc.stop(reason="interrupted")
+            proc.stop_reason = "interrupted"
+        evidence = proc.collect()
+    finally:
+        if proc.poll() is None:
+            proc.stop()
+            proc.popen.send_signal(signal.SIGKILL)
+        proc.close()
+    return build_result(evidence, started_at=started_at, rule_options=rule_options)

@@ -1,0 +1,64 @@
+"""Helpers shared by the profile rules."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from infradoctor.findings import Location
+from infradoctor.profile.evidence import ModuleUse
+
+
+@dataclass(frozen=True)
+class RuleOptions:
+    """Knobs shared by the rules."""
+
+    min_steps: int = 5
+    """Rules that judge step shares need at least this many steady steps."""
+    cwd: str | None = None
+    """Paths under this folder are shown relative to it."""
+
+
+def show_path(path: str, options: RuleOptions) -> str:
+    """A path as the user would open it: relative to the working folder when under it."""
+    base = options.cwd or os.getcwd()
+    try:
+        rel = os.path.relpath(path, base)
+    except ValueError:
+        return path
+    return rel if not rel.startswith("..") else path
+
+
+def location(file: str | None, line: int | None, options: RuleOptions, function: str | None = None) -> Location | None:
+    """A finding location, or None without a file."""
+    if not file:
+        return None
+    return Location(show_path(file, options), line or None, function=function)
+
+
+def module_site(module: ModuleUse) -> Mapping[str, Any] | None:
+    """The module's most frequent recorded call site."""
+    return max(module.sites, key=lambda s: int(s.get("calls", 0)), default=None)
+
+
+def module_location(module: ModuleUse, options: RuleOptions) -> Location | None:
+    """Where the module is called."""
+    site = module_site(module)
+    return location(site.get("file"), site.get("line"), options) if site else None
+
+
+def where(loc: Location | None) -> str:
+    """``at file:line`` text for fix messages ('' without a location)."""
+    return f"at {loc}" if loc else ""
+
+
+def pct(fraction: float) -> str:
+    """A fraction as a whole percent."""
+    return f"{100.0 * fraction:.0f}%"
+
+
+def share(value_s: float, total_s: float) -> float:
+    """Value / total clamped to 0-1, rounded."""
+    return round(min(1.0, max(0.0, value_s / total_s)), 4) if total_s > 0 else 0.0

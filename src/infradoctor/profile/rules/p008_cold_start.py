@@ -1,0 +1,56 @@
+"""P008 cold-start: the first step is much slower than steady state.
+
+What it detects:
+    A first step many times slower than the median steady-state step, long enough to matter.
+
+Why it matters:
+    Lazy initialisation, allocator warm-up, cuDNN autotuning or compilation land on the first request or batch:
+    in a service that is a slow first response (and a failed readiness probe); in a benchmark, a wrong number.
+
+How it is measured:
+    First step duration against the steady median. Fires when it is at least ``MIN_RATIO`` times the median and
+    the excess is at least ``MIN_EXCESS_S`` and ``MIN_EXCESS_SHARE`` of the steps' time.
+
+Fix:
+    Warm up before serving or measuring: run a few dummy batches at start-up.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from infradoctor.findings import Finding, make_finding
+from infradoctor.profile.analyze import ProfileAnalysis
+from infradoctor.profile.rules._common import RuleOptions, share
+
+CODE = "P008"
+MIN_RATIO = 5.0
+"""First step / steady median."""
+MIN_EXCESS_S = 0.05
+"""Absolute excess of the first step."""
+MIN_EXCESS_SHARE = 0.05
+"""Excess as a share of all steps' time."""
+
+
+def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
+    """Slow first step."""
+    if len(analysis.steady) < options.min_steps or not analysis.steps:
+        return []
+    median_s = statistics.median(analysis.step_ms) / 1000.0
+    first_s = analysis.steps[0].duration_s
+    excess = first_s - median_s
+    if median_s <= 0 or first_s < MIN_RATIO * median_s or excess < MIN_EXCESS_S:
+        return []
+    impact = share(excess, analysis.run_time_s)
+    if impact < MIN_EXCESS_SHARE:
+        return []
+    return [
+        make_finding(
+            CODE,
+            f"The first step takes {first_s * 1000:.0f} ms, {first_s / median_s:.0f}x the steady "
+            f"{median_s * 1000:.1f} ms",
+            {"first_step_ms": round(first_s * 1000, 2), "steady_median_ms": round(median_s * 1000, 3),
+             "ratio": round(first_s / median_s, 1)},
+            impact=impact,
+        )
+    ]
