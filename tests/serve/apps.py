@@ -91,21 +91,6 @@ if __name__ == "__main__":
 BLOCKING_ASYNC = BLOCKING_TEMPLATE.replace("{KIND}", "async def")
 BLOCKING_SYNC = BLOCKING_TEMPLATE.replace("{KIND}", "def")
 
-MULTI_WORKER = COMMON + """
-# Each worker process imports this module and builds its own copy of the model (~134 MB of weights).
-model = torch.nn.Sequential(torch.nn.Linear(4096, 4096), torch.nn.Linear(4096, 4096)).eval()
-app = FastAPI()
-
-
-@app.get("/")
-def root() -> dict:
-    return {"pid": os.getpid()}
-
-
-if __name__ == "__main__":
-    uvicorn.run(f"{Path(__file__).stem}:app", host="127.0.0.1", port=int(sys.argv[1]), workers=2,
-                app_dir=str(Path(__file__).parent), log_level="warning")
-"""
 
 
 def marked_line(path: Path, marker: str) -> int:
@@ -114,3 +99,147 @@ def marked_line(path: Path, marker: str) -> int:
         if text.rstrip().endswith(f"# {marker}"):
             return number
     raise AssertionError(f"{marker} not in {path}")
+
+
+# Servers for `profile --load-url`: plain FastAPI + torch apps, not instrumented by the user; argv[1] is the port.
+
+SERVER_HEAD = """
+import asyncio, io, sys, time
+
+import torch
+import uvicorn
+from fastapi import FastAPI
+
+torch.manual_seed(0)
+torch.set_num_threads(1)
+app = FastAPI()
+
+
+@app.get("/")
+def root() -> dict:
+    return {"ok": True}
+"""
+
+SERVER_TAIL = """
+
+if __name__ == "__main__":
+    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
+"""
+
+
+def server(body: str) -> str:
+    """A complete single-process server script around ``body`` (which defines the endpoints)."""
+    return SERVER_HEAD + body + SERVER_TAIL
+
+
+MODEL_PER_REQUEST = server('''
+def build() -> torch.nn.Module:
+    return torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 8))
+
+
+buffer = io.BytesIO()
+torch.save(build().state_dict(), buffer)
+WEIGHTS = buffer.getvalue()
+
+
+@app.get("/predict")
+def predict() -> dict:
+    model = build()
+    model.load_state_dict(torch.load(io.BytesIO(WEIGHTS), weights_only=True))  # LOAD-LINE
+    model.eval()
+    with torch.inference_mode():
+        return {"y": float(model(torch.ones(1, 64)).sum())}
+''')
+
+# The model work: a small forward pass plus 50 ms the host thread waits (as it waits for a GPU), GIL released.
+_WORK = '''
+model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)).eval()
+x = torch.ones(4, 64)
+
+
+def infer() -> float:
+    with torch.inference_mode():
+        y = model(x)
+    time.sleep(0.05)  # BLOCKING-LINE
+    return float(y.sum())
+'''
+
+BLOCKING_ASYNC_SERVER = server(_WORK + '''
+
+@app.get("/predict")
+async def predict() -> dict:
+    return {"y": infer()}
+''')
+
+BLOCKING_SYNC_SERVER = server(_WORK + '''
+
+@app.get("/predict")
+def predict() -> dict:
+    return {"y": infer()}
+''')
+
+SLOTS = 4
+
+FIXED_SLOTS_SERVER = server(f'''
+model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)).eval()
+slots = asyncio.Semaphore({SLOTS})  # {SLOTS} requests at a time; the rest wait in an unbounded queue
+
+
+@app.get("/predict")
+async def predict() -> dict:
+    async with slots:
+        with torch.inference_mode():
+            y = model(torch.ones(1, 64))
+        await asyncio.sleep(0.05)
+    return {{"y": float(y.sum())}}
+''')
+
+LAZY_INIT_SERVER = server('''
+model = None
+
+
+def get_model() -> torch.nn.Module:
+    global model
+    if model is None:  # built on the first request, not at start-up
+        model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)).eval()
+        time.sleep(1.0)  # stands for reading weights and warming up
+    return model
+
+
+@app.get("/predict")
+def predict() -> dict:
+    with torch.inference_mode():
+        y = get_model()(torch.ones(1, 64))
+    time.sleep(0.01)
+    return {"y": float(y.sum())}
+''')
+
+MULTI_WORKER_SERVER = """
+import os, sys
+from pathlib import Path
+
+import torch
+import uvicorn
+from fastapi import FastAPI
+
+torch.manual_seed(0)
+# Each worker process imports this module and builds its own copy of the model (~67 MB of weights).
+model = torch.nn.Sequential(torch.nn.Linear(4096, 4096)).eval()
+app = FastAPI()
+
+
+@app.get("/")
+def root() -> dict:
+    return {"pid": os.getpid()}
+
+
+@app.get("/predict")
+def predict() -> dict:
+    with torch.inference_mode():
+        return {"y": float(model(torch.ones(1, 4096)).sum())}
+
+
+if __name__ == "__main__":
+    uvicorn.run(f"{Path(__file__).stem}:app", host="127.0.0.1", port=int(sys.argv[1]), workers=2,
+                app_dir=str(Path(__file__).parent), log_level="warning")
+"""

@@ -13,10 +13,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from infradoctor.load.servertiming import parse_server_timing
-from infradoctor.procs import wait_until
-from infradoctor.serve import LoopLagEvidence, worker_layout
+from infradoctor.serve import LoopLagEvidence
 from infradoctor.serve.rules import s002_event_loop_blocked as s002
-from infradoctor.serve.rules import s004_model_copy_per_worker as s004
 from tests.serve import apps
 from tests.support.servers import python_server
 
@@ -112,21 +110,3 @@ def test_sync_endpoint_in_thread_pool_is_not_s002(tmp_path: Path) -> None:
         evidence = drive_and_read_loop(server.url)
     assert evidence.beats > 0
     assert s002.check(evidence) == []
-
-
-def test_several_uvicorn_workers_each_loading_the_model_is_s004(tmp_path: Path) -> None:
-    with python_server(apps.MULTI_WORKER, tmp_path, name="multi_worker", timeout=120) as server:
-        findings: list[Any] = []
-
-        def both_loaded() -> bool:
-            layout = worker_layout(server.proc.pid)
-            findings[:] = [layout, s004.check(layout)]
-            return bool(findings[1])
-
-        wait_until(both_loaded, timeout=90, interval=0.5, alive=lambda: server.proc.poll() is None)
-        layout, result = findings
-    assert layout.supervisor_pid == server.proc.pid
-    assert len(layout.workers) == 2
-    [finding] = result
-    assert finding.code == "S004" and finding.evidence["workers"] == 2
-    assert all(mb >= s004.MIN_PRIVATE_MB for mb in finding.evidence["per_worker_mb"])

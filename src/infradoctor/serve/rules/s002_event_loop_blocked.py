@@ -68,7 +68,7 @@ def check(evidence: LoopLagEvidence, options: Options | None = None) -> list[Fin
     top = ranked[0][0] if ranked else None
     fraction = evidence.blocked_fraction
     severity = Severity.HIGH if fraction >= opts.high_blocked_fraction else Severity.MEDIUM
-    where = f" at {top.file}:{top.line} ({top.function})" if top is not None else ""
+    where = f" in {top.function}()" if top is not None else ""
     title = (
         f"Event loop blocked {evidence.stall_count} times for {evidence.blocked_s:.2f} s in total "
         f"({fraction:.0%} of {evidence.observed_s:.1f} s){where}"
