@@ -249,3 +249,84 @@ def test_calibrate(cli, tmp_path: Path, result_validator) -> None:
     result_validator(data)
     assert data["metrics"]["calibration"]["throughput_rps"] > 100
     assert data["metrics"]["headline"]["calibration_rps"] > 100
+
+
+def test_ctrl_c_writes_the_partial_result(sick: Running, tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "partial.json"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "infradoctor",
+            "load",
+            f"{sick.url}/fixed?ms=5",
+            "-c",
+            "1,2,4",
+            "-d",
+            "30",
+            "--json",
+            str(out),
+            "--no-store",
+            "-q",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        time.sleep(2.5)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    data = json.loads(out.read_text())
+    points = data["metrics"]["points"]
+    assert len(points) == 1 and points[0]["interrupted"] and points[0]["completed"] > 10
+    assert points[0]["duration_s"] < 10
+    assert any(e["source"] == "load.interrupted" for e in data["errors"])
+    assert data["metrics"]["stop_reason"] == "interrupted"
+
+
+def test_point_over_two_processes_merges_histograms(sick: Running) -> None:
+    spec = RequestSpec(f"{sick.url}/fixed?ms=10")
+    point = run_point(spec, concurrency=4, requests=201, duration_s=None, timeout_s=5, processes=2)
+    assert point.sent == point.completed == point.ok == 201
+    assert point.latency.count == 201 and point.label == "c=4"
+    assert 9.0 <= point.latency.summary_ms()["p50"] <= 40.0
+    opened = run_point(spec, rate=40, duration_s=1.0, timeout_s=5, processes=2)
+    assert opened.sent == 40 and opened.errors == {}
+
+
+def test_full_accept_queue_gives_connect_timeouts() -> None:
+    import socket
+
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)  # never accepts: once the queue is full, handshakes are not answered
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/"
+        point = run_point(RequestSpec(url), concurrency=6, duration_s=1.0, timeout_s=0.3)
+    finally:
+        listener.close()
+    assert point.errors.get("connect_timeout", 0) >= 1
+    assert set(point.errors) <= {"connect_timeout", "read_timeout"}
+    assert point.ok == 0
+    # every failed request is in the histogram, none later than the timeout (+ scheduling slack)
+    assert point.latency.count == point.completed and point.latency.max_us <= 450_000
+
+
+def test_generic_sse_stream_timing(sick: Running) -> None:
+    body = json.dumps({"model": "m", "messages": []}).encode()
+    spec = RequestSpec(f"{sick.url}/v1/chat/completions", method="POST", bodies=[body], stream=True)
+    point = run_point(spec, concurrency=1, requests=2, duration_s=None, timeout_s=5)
+    stream = point.to_dict()["stream"]
+    assert stream["output_tokens"] == 12  # 5 token events + the usage event per stream; [DONE] is not counted
+    assert 95.0 <= stream["ttft_ms"]["p50"] <= 160.0

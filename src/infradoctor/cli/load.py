@@ -109,6 +109,8 @@ class LoadCommand(Command):
         )
         parser.add_argument("--insecure", "-k", action="store_true", help="https: skip certificate verification")
         parser.add_argument("--seed", type=int, default=0, help="seed for poisson arrivals and sampling")
+        parser.add_argument("--processes", "-p", type=int, default=1,
+                            help="generator processes per point (each runs a share; histograms are merged)")
         parser.add_argument(
             "--calibrate",
             action="store_true",
@@ -173,6 +175,8 @@ class LoadCommand(Command):
             raise UsageError("--duration and --requests must be positive")
         if args.timeout <= 0:
             raise UsageError("--timeout must be positive")
+        if args.processes < 1:
+            raise UsageError("--processes must be at least 1")
         slo: Slo | None = None
         if args.slo:
             try:
@@ -200,6 +204,7 @@ class LoadCommand(Command):
             "bodies": len(spec.bodies),
             "parser": "httptools" if client.HAVE_HTTPTOOLS else "python",
             "event_loop": _loop_name(),
+            "processes": args.processes,
         }
         started_at = utc_now_iso()
         t0 = time.perf_counter()
@@ -259,6 +264,7 @@ class LoadCommand(Command):
                     arrivals=args.arrivals,
                     max_connections=args.max_connections,
                     seed=args.seed,
+                    processes=args.processes,
                     **options,
                 )
             finally:
@@ -310,6 +316,7 @@ class LoadCommand(Command):
             "p99_ms": point.latency.summary_ms().get("p99"),
             "parser": "httptools" if client.HAVE_HTTPTOOLS else "python",
             "event_loop": _loop_name(),
+            "processes": args.processes,
         }
         metrics["headline"] = {
             "calibration_rps": round(point.throughput_rps, 1),

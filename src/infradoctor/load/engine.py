@@ -321,12 +321,13 @@ class _PointRun:
         stop: StopSignal | None,
         pure_python: bool,
         progress_interval_s: float,
+        pacer_offset_s: float = 0.0,
+        start_at: float | None = None,
     ) -> None:
         self.spec = spec
         self.result = result
         self.target = spec.target
         self.requests = spec.wire_requests()
-        self.no_body = spec.method.upper() == "HEAD"
         self.duration_s = duration_s
         self.max_requests = max_requests
         self.timeout_s = result.timeout_s
@@ -338,7 +339,11 @@ class _PointRun:
         self.progress_interval_s = progress_interval_s
         capture = frozenset(h.lower().encode("latin-1") for h in spec.capture_headers)
         self.conn_class = connection_class(
-            capture=capture, stream=spec.stream, openai=spec.openai, pure_python=pure_python
+            capture=capture,
+            stream=spec.stream,
+            openai=spec.openai,
+            pure_python=pure_python,
+            no_body=spec.method.upper() == "HEAD",
         )
         self.ssl_context: ssl.SSLContext | None = None
         if self.target.scheme == "https":
@@ -348,7 +353,10 @@ class _PointRun:
                 self.ssl_context.verify_mode = ssl.CERT_NONE
         self.closed_loop = result.mode == "closed"
         self.sample = ReservoirSample(sample_capacity, seed)
-        self.pacer = Pacer(result.rate, result.arrivals or "constant", seed) if result.rate else None
+        self.pacer = (
+            Pacer(result.rate, result.arrivals or "constant", seed, offset=pacer_offset_s) if result.rate else None
+        )
+        self.start_at = start_at
         self.conns: set[Connection] = set()
         self.idle: list[Connection] = []
         self.pending: deque[float] = deque()
@@ -371,6 +379,9 @@ class _PointRun:
         self.loop = asyncio.get_running_loop()
         self.done = self.loop.create_future()
         res = self.result
+        if self.start_at is not None:
+            # several generator processes start their share of the point together
+            await asyncio.sleep(max(0.0, self.start_at - time.time()))
         cpu0 = _thread_busy_s()
         self.t0 = _perf()
         if self.duration_s is not None:
@@ -551,7 +562,6 @@ class _PointRun:
         finally:
             self.connecting -= 1
         conn = proto
-        conn.no_body = self.no_body
         self.conns.add(conn)
         if self.closed_loop:
             assert data is not None
@@ -883,8 +893,39 @@ async def run_point_async(
     pure_python_parser: bool = False,
     progress_interval_s: float = 0.25,
     label: str | None = None,
+    processes: int = 1,
+    pacer_offset_s: float = 0.0,
+    start_at: float | None = None,
 ) -> PointResult:
-    """Run one load level inside a running event loop; see :func:`run_point`."""
+    """Run one load level inside a running event loop; see :func:`run_point`.
+
+    ``processes > 1`` splits the point over that many generator processes (this one included) that start
+    together and whose histograms are merged (:mod:`.multiproc`); ``on_request`` then is not available and
+    ``on_progress`` sees this process's share. ``pacer_offset_s`` and ``start_at`` are for those processes.
+    """
+    if processes > 1:
+        from infradoctor.load.multiproc import run_point_processes
+
+        return await run_point_processes(
+            spec,
+            processes=processes,
+            concurrency=concurrency,
+            rate=rate,
+            arrivals=arrivals,
+            duration_s=duration_s,
+            requests=requests,
+            timeout_s=timeout_s,
+            connect_timeout_s=connect_timeout_s,
+            max_connections=max_connections,
+            seed=seed,
+            sample_capacity=sample_capacity,
+            on_request=on_request,
+            on_progress=on_progress,
+            stop=stop,
+            pure_python_parser=pure_python_parser,
+            progress_interval_s=progress_interval_s,
+            label=label,
+        )
     if (concurrency is None) == (rate is None):
         raise ValueError("give exactly one of concurrency (closed loop) or rate (open loop)")
     if concurrency is not None and concurrency < 1:
@@ -918,6 +959,8 @@ async def run_point_async(
         stop=stop,
         pure_python=pure_python_parser,
         progress_interval_s=progress_interval_s,
+        pacer_offset_s=pacer_offset_s,
+        start_at=start_at,
     )
     return await run.run()
 

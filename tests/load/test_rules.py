@@ -1,0 +1,154 @@
+"""Each load rule on hand-built evidence (recorded metrics), firing and not firing; the knee definition."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from infradoctor.findings import rule_docs
+from infradoctor.load.evidence import LoadEvidence
+from infradoctor.load.knee import CurvePoint, find_knee
+from infradoctor.load.rules import evaluate
+
+
+def point(
+    level: float,
+    rps: float,
+    p50: float,
+    p99: float,
+    *,
+    mode: str = "closed",
+    errors: dict | None = None,
+    completed: int = 1000,
+    saturated: bool = False,
+    first: tuple = (),
+    windows: tuple = (),
+    p90: float | None = None,
+) -> dict[str, Any]:
+    errors = errors or {}
+    failed = sum(errors.values())
+    return {
+        "label": f"c={level:g}" if mode == "closed" else f"r={level:g}",
+        "mode": mode,
+        "offered": level,
+        "completed": completed,
+        "throughput_rps": rps,
+        "goodput_rps": rps * (1 - failed / completed),
+        "error_rate": failed / completed,
+        "errors": errors,
+        "latency_ms": {"p50": p50, "p90": p90 if p90 is not None else p50 * 1.2, "p99": p99},
+        "saturated": saturated,
+        "saturation_reason": "event-loop thread used 97% of a core" if saturated else None,
+        "client_cpu_fraction": 0.97 if saturated else 0.2,
+        "first_latencies_ms": list(first),
+        "windows": [{"mean_ms": m} for m in windows],
+        "ok_max_ms": p99,
+    }
+
+
+def run(points: list[dict], mode: str = "closed", timeout_s: float = 30.0) -> dict[str, Any]:
+    curve = [CurvePoint(p["offered"], p["goodput_rps"], p["latency_ms"]["p99"]) for p in points if not p["saturated"]]
+    knee = find_knee(curve)
+    metrics = {
+        "mode": mode,
+        "settings": {"timeout_s": timeout_s},
+        "points": points,
+        "knee": knee.to_dict("concurrency" if mode == "closed" else "rate") if knee else None,
+    }
+    return {f.code: f for f in evaluate(LoadEvidence.from_metrics(metrics))}
+
+
+HEALTHY = [point(1, 50, 20, 25), point(2, 99, 20, 26), point(4, 196, 20.5, 28), point(8, 380, 21, 30)]
+BOUNDED = [point(1, 20, 50, 52), point(2, 40, 50, 53), point(4, 40, 100, 104), point(8, 40, 200, 206)]
+SERIAL = [point(1, 50, 20, 22), point(2, 50, 40, 42), point(4, 50, 80, 84), point(8, 50, 160, 165)]
+
+
+def test_healthy_service_has_no_findings() -> None:
+    assert run(HEALTHY) == {}
+
+
+def test_knee_definition() -> None:
+    knee = find_knee([CurvePoint(p["offered"], p["goodput_rps"], p["latency_ms"]["p99"]) for p in BOUNDED])
+    assert knee is not None and (knee.level, knee.next_level) == (2, 4)
+    assert knee.throughput_gain == pytest.approx(0.0) and knee.latency_growth == pytest.approx(104 / 53 - 1)
+    # gains of 10% or more are not a knee even when latency doubles
+    assert find_knee([CurvePoint(1, 100, 10), CurvePoint(2, 110, 30)]) is None
+    assert find_knee([CurvePoint(1, 100, 10), CurvePoint(2, 109, 30)]) is not None
+    # flat throughput with flat latency (a generator limit, or noise) is not a knee
+    assert find_knee([CurvePoint(1, 100, 10), CurvePoint(2, 101, 14)]) is None
+    assert find_knee([CurvePoint(1, 100, 10)]) is None
+
+
+def test_s008_and_s003_on_bounded_capacity() -> None:
+    found = run(BOUNDED)
+    assert set(found) == {"S003", "S008"}
+    assert found["S008"].evidence["level"] == 2 and found["S008"].evidence["throughput_rps"] == 40
+    assert found["S003"].evidence["latency_ratio"] == pytest.approx(4.0)
+
+
+def test_s003_not_when_the_service_sheds_load() -> None:
+    shedding = [
+        point(1, 20, 50, 52),
+        point(2, 40, 50, 53),
+        point(4, 40, 100, 104, errors={"http_503": 30}),
+        point(8, 40, 200, 206, errors={"http_503": 300}),
+    ]
+    found = run(shedding)
+    assert "S003" not in found and "S006" in found
+
+
+def test_s003_open_loop_latency_grows_during_the_point() -> None:
+    over = [
+        point(20, 20, 50, 60, mode="open", windows=(50, 51)),
+        point(80, 41, 900, 1900, mode="open", windows=(100, 600, 1400)),
+    ]
+    assert "S003" in run(over, mode="open")
+    steady = [point(80, 41, 900, 1900, mode="open", windows=(900, 910, 905))]
+    assert "S003" not in run(steady, mode="open")
+
+
+def test_s001_serialized() -> None:
+    found = run(SERIAL)
+    assert "S001" in found
+    assert found["S001"].evidence["throughput_scaling"] == pytest.approx(1.0)
+    assert "S001" not in run(HEALTHY) and "S001" not in run(BOUNDED)
+    sub_ms = [point(1, 30000, 0.03, 0.1), point(8, 29000, 0.25, 4.0)]
+    assert "S001" not in run(sub_ms)  # client-bound at sub-millisecond latency
+
+
+def test_s005_cold_start() -> None:
+    cold = [point(1, 50, 5, 8, first=(600, 5, 5, 6, 5), p90=6)]
+    assert run(cold)["S005"].evidence["slowest_first_ms"] == 600
+    tail = [point(1, 50, 5, 700, first=(600, 5, 5, 6, 5), p90=650)]  # slow requests are common: not cold start
+    assert "S005" not in run(tail)
+    assert "S005" not in run([point(1, 50, 5, 8, first=(30, 5, 5), p90=6)])
+
+
+def test_s006_error_rate_threshold_and_severity() -> None:
+    assert "S006" not in run([point(1, 50, 5, 8, errors={"http_503": 9})])
+    medium = run([point(1, 50, 5, 8, errors={"http_503": 30, "reset": 5})])["S006"]
+    assert medium.severity.value == "medium" and medium.evidence["errors"] == {"http_503": 30, "reset": 5}
+    high = run([point(1, 50, 5, 8), point(4, 50, 5, 8, errors={"connect_refused": 400})])["S006"]
+    assert high.severity.value == "high" and high.evidence["onset_level"] == 4
+
+
+def test_s007_timeouts_below_the_knee_only() -> None:
+    found = run([point(1, 50, 20, 300, errors={"read_timeout": 10})], timeout_s=0.3)
+    assert found["S007"].evidence["read_timeouts"] == 10 and found["S007"].evidence["timeout_s"] == 0.3
+    past_knee = BOUNDED[:3] + [point(8, 40, 200, 300, errors={"read_timeout": 20})]
+    assert "S007" not in run(past_knee, timeout_s=0.3)
+
+
+def test_s009_saturated_points_are_flagged_and_excluded() -> None:
+    points = [point(1, 50, 20, 22), point(2, 99, 20, 23), point(4, 100, 40, 80, saturated=True)]
+    found = run(points)
+    assert set(found) == {"S009"}  # the saturated point would otherwise make a knee at 2
+    assert found["S009"].evidence["points"] == ["c=4"]
+
+
+def test_every_load_rule_documents_its_sections() -> None:
+    docs = rule_docs()
+    for code in ("S001", "S003", "S005", "S006", "S007", "S008", "S009"):
+        for section in ("What it detects", "Why it matters", "How it is measured", "Fix"):
+            assert section in docs[code], (code, section)
