@@ -190,7 +190,7 @@ async def predict() -> dict:
     async with slots:
         with torch.inference_mode():
             y = model(torch.ones(1, 64))
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.1)
     return {{"y": float(y.sum())}}
 ''')
 
