@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 import uvicorn
 from fastapi import FastAPI
+from fastapi.responses import StreamingResponse
 
 from infradoctor.serve import LoopLagMonitor, ServeMetrics, TimingMiddleware, stage
 
@@ -42,6 +43,20 @@ async def predict(body: dict) -> dict:
     with stage("postprocess"):
         out = y.argmax(dim=1).tolist()
     return {"classes": out}
+
+
+@app.get("/stream")
+async def stream() -> StreamingResponse:
+    with stage("prefill"):
+        await asyncio.sleep(0.02)
+
+    async def tokens():
+        for i in range(3):
+            with stage("decode"):
+                await asyncio.sleep(0.01)
+            yield f"tok{i} "
+
+    return StreamingResponse(tokens(), media_type="text/plain")
 
 
 @app.post("/predict_sync")

@@ -51,6 +51,8 @@ def test_server_timing_matches_known_sleeps_and_prometheus_is_valid(tmp_path: Pa
             assert headers["x-request-id"] == f"req-{i}"
             timings.append(parse_server_timing(headers["server-timing"]))
         _, sync_headers = post(f"{server.url}/predict_sync", payload)
+        with urllib.request.urlopen(f"{server.url}/stream", timeout=30) as response:
+            streamed, stream_timing = response.read(), response.headers["server-timing"]
         exposition = get_text(f"{server.url}/metrics")
         log = server.log_text()
 
@@ -77,11 +79,17 @@ def test_server_timing_matches_known_sleeps_and_prometheus_is_valid(tmp_path: Pa
     [in_flight] = families["infradoctor_requests_in_flight"].samples
     assert in_flight.value == 0
 
+    assert streamed == b"tok0 tok1 tok2 "
+    assert list(parse_server_timing(stream_timing)) == ["prefill", "total"]  # decode runs after the head
+
     lines = [json.loads(line.split(" ", 1)[1]) for line in log.splitlines()
              if line.startswith("infradoctor.serve.access ")]
     logged = [x for x in lines if x["route"] == "/predict"]
     assert [x["request_id"] for x in logged] == [f"req-{i}" for i in range(5)]
     assert all(x["status"] == 200 and x["stages"]["preprocess"] >= 30.0 - EARLY_MS for x in logged)
+    [streamed_line] = [x for x in lines if x["route"] == "/stream"]
+    assert streamed_line["stages"]["decode"] >= 3 * 10.0 - EARLY_MS
+    assert streamed_line["duration_ms"] >= streamed_line["ttfb_ms"] + 30.0 - EARLY_MS
 
 
 def drive_and_read_loop(server_url: str, requests: int = 6, concurrency: int = 3) -> LoopLagEvidence:
