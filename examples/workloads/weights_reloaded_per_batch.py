@@ -11,14 +11,14 @@ torch.manual_seed(0)
 torch.set_num_threads(1)
 
 checkpoint = os.path.join(tempfile.mkdtemp(), "model.pt")
-torch.save(classifier(hidden=512).state_dict(), checkpoint)
+torch.save(classifier(hidden=1024).state_dict(), checkpoint)
 
 x, y = toy_data(4096)
 loader = DataLoader(TensorDataset(x, y), batch_size=128)
 
 
 def predict(batch):
-    model = classifier(hidden=512)
+    model = classifier(hidden=1024)
     model.load_state_dict(torch.load(checkpoint, weights_only=True))
     model.eval()
     with torch.inference_mode():

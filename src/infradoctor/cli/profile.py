@@ -57,7 +57,11 @@ class ProfileCommand(Command):
         options = ProfileOptions(max_steps=args.steps, duration_s=args.duration,
                                  sample_interval_s=max(0.05, args.sample_interval))
         result = profile_run(argv, options, RuleOptions(cwd=os.getcwd()))
-        return finish(args, result)
+        code = finish(args, result)
+        stop_reason = result.metrics.get("workload", {}).get("stop_reason")
+        if result.exit_status and stop_reason not in ("steps", "duration"):
+            return result.exit_status  # the workload's own failure (or 128+signal) comes first
+        return code
 
 
 COMMAND = ProfileCommand()

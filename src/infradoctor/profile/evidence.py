@@ -222,12 +222,14 @@ class Construction:
     """Class of the last one."""
     params: int | None
     """Its parameter count, when it was still alive at the last snapshot."""
+    time_s: float = 0.0
+    """Approximate construction time (first to last submodule construction of each build), summed."""
 
     @classmethod
     def from_state(cls, row: Mapping[str, Any]) -> Construction:
         """From the child's state file."""
         return cls(str(row.get("file")), int(row.get("line") or 0), int(row.get("count", 0)),
-                   str(row.get("class", "?")), row.get("params"))
+                   str(row.get("class", "?")), row.get("params"), float(row.get("time_s") or 0.0))
 
 
 @dataclass(frozen=True)

@@ -338,7 +338,9 @@ class Recorder:
     def close_step(self, now: float) -> None:
         s = self.step
         if not self.has_content() and s.optimizer == 0.0:
-            s.t0 = now
+            if s.data_wait == 0.0:
+                s.t0 = now  # nothing happened yet: the step starts now
+            # else: an epoch's end (StopIteration) waited; that time stays with the next epoch's first step
             return
         for site in s.active_sites:
             site.span += site.last - site.first
@@ -558,8 +560,10 @@ class Recorder:
             if top is not None:
                 with contextlib.suppress(Exception):
                     entry["params"] = sum(int(p.numel()) for p in top.parameters())
-            constructions.append({k: v for k, v in entry.items() if k not in ("ref", "marker")}
-                                 | {"file": file, "line": line})
+            constructions.append({
+                "file": file, "line": line, "count": entry["count"], "class": entry["class"],
+                "params": entry["params"], "time_s": entry["time_s"] + entry["last"] - entry["start"],
+            })
         return {
             "pid": self.pid,
             "role": self.role,
@@ -1085,14 +1089,20 @@ def _patch_module_construction(rec: Recorder, torch: Any) -> None:
                 return
             key = (frame.f_code.co_filename, frame.f_lineno)
             entry = rec.constructions.get(key)
+            now = rec.clock()
             if entry is None:
                 entry = rec.constructions[key] = {"count": 0, "class": type(top).__name__, "marker": None,
-                                                  "params": None, "ref": None}
+                                                  "params": None, "ref": None, "time_s": 0.0, "start": now,
+                                                  "last": now}
             # modules built at one line count once until the program calls a model: `Sequential(Linear(), ...)`
-            # is one construction; the same line again after forward calls (a loop, a handler) is another
+            # is one construction; the same line again after forward calls (a loop, a handler) is another.
+            # Its time: from the first to the last submodule's construction (the last one's own init excluded)
             if entry["marker"] != rec.forward_calls:
                 entry["marker"] = rec.forward_calls
                 entry["count"] += 1
+                entry["time_s"] += entry["last"] - entry["start"]
+                entry["start"] = now
+            entry["last"] = now
             entry["class"] = type(top).__name__
             entry["ref"] = weakref.ref(top)
         except Exception as exc:  # noqa: BLE001
@@ -1250,7 +1260,27 @@ def activate(events_dir: str, role: str = "main", argv: list[str] | None = None)
     rec.flush()
     rec.start_writer()
     atexit.register(rec.finish)
+    _flush_on_sigterm(rec)
     return rec
+
+
+def _flush_on_sigterm(rec: Recorder) -> None:
+    """With the default SIGTERM disposition, write the evidence first and then die of SIGTERM as before."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        with contextlib.suppress(Exception):
+            rec.finish(128 + signum)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    with contextlib.suppress(ValueError, OSError):
+        signal.signal(signal.SIGTERM, on_sigterm)
 
 
 def activate_worker_support() -> None:

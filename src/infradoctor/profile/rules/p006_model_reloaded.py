@@ -13,7 +13,8 @@ How it is measured:
     The load functions are patched (``from_pretrained`` lazily, when transformers is imported); each call is
     counted with its time at the user call site. ``nn.Module.__init__`` records the user line that builds each
     top-level module. Fires at ``MIN_REPEATS`` loads at one site, or ``MIN_REPEATS`` constructions of a model with
-    at least ``MIN_PARAMS`` parameters. Impact: share of run time spent loading.
+    at least ``MIN_PARAMS`` parameters. Impact: share of run time spent loading and building (construction time is
+    approximate: from the first to the last submodule built).
 
 Fix:
     Load the model once at start-up (module level, a ``startup`` hook or a cached factory) and reuse it.
@@ -39,12 +40,12 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     builds = [c for c in ev.constructions if c.count >= MIN_REPEATS and (c.params or 0) >= MIN_PARAMS]
     if not loads and not builds:
         return []
-    load_time = sum(load.time_s for load in loads)
+    load_time = sum(load.time_s for load in loads) + sum(c.time_s for c in builds)
     impact = share(load_time, analysis.run_time_s)
     if loads:
         top = max(loads, key=lambda load: (load.time_s, load.calls))
         loc = location(top.file, top.line, options)
-        title = f"{top.kind} runs {top.calls} times at one line ({pct(impact)} of run time loading weights)"
+        title = f"{top.kind} runs {top.calls} times at one line ({pct(impact)} of run time building and loading)"
     else:
         build = max(builds, key=lambda c: c.count)
         loc = location(build.file, build.line, options)
@@ -53,7 +54,7 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
         "loads": [{"kind": load.kind, "site": f"{location(load.file, load.line, options)}", "calls": load.calls,
                    "time_ms": round(load.time_s * 1000, 2)} for load in loads],
         "constructions": [{"class": c.cls, "site": f"{location(c.file, c.line, options)}", "count": c.count,
-                           "params": c.params} for c in builds],
+                           "params": c.params, "time_ms": round(c.time_s * 1000, 2)} for c in builds],
         "load_time_ms": round(load_time * 1000, 2),
         "steps": len(analysis.steps),
     }

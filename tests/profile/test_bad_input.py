@@ -1,0 +1,159 @@
+"""Bad input and hard endings: missing script, a raising script, no torch, DataLoader workers, SIGINT, -m."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from infradoctor.errors import TargetError, UsageError
+from infradoctor.profile.launcher import ProfileOptions, plan_command, start_profiled
+from infradoctor.profile.result import build_result, profile_run
+from infradoctor.result import utc_now_iso
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def test_plan_command_forms(tmp_path: Path) -> None:
+    script = write(tmp_path / "s.py", "print(1)\n")
+    plan = plan_command([sys.executable, "-u", str(script), "--x"])
+    assert plan.mode == "runner" and plan.argv[1:5] == ("-u", "-m", "infradoctor.profile.runner", str(script))
+    assert plan_command([sys.executable, "-m", "json.tool"]).argv[-2:] == ("-m", "json.tool")
+    assert plan_command([str(script)]).argv[0] == sys.executable
+    assert plan_command(["true"]).mode == "sitecustomize"
+    with pytest.raises(TargetError, match="script not found"):
+        plan_command([sys.executable, str(tmp_path / "missing.py")])
+    with pytest.raises(TargetError, match="command not found"):
+        plan_command(["no-such-command-xyz"])
+    with pytest.raises(UsageError):
+        plan_command([sys.executable, "-m"])
+
+
+def test_cli_missing_script_exits_3(cli, tmp_path: Path) -> None:
+    out = cli("profile", "--no-store", "--", sys.executable, str(tmp_path / "missing.py"))
+    assert out.exit_code == 3
+    assert "script not found" in out.stderr
+
+
+def test_cli_no_workload_is_a_usage_error(cli) -> None:
+    assert cli("profile", "--no-store").exit_code == 2
+
+
+def test_raising_script_returns_its_exit_code_and_a_partial_result(cli, tmp_path: Path, result_validator) -> None:
+    script = write(tmp_path / "boom.py", """
+        import torch
+        model = torch.nn.Linear(8, 2)
+        with torch.no_grad():
+            for _ in range(30):
+                model(torch.randn(4, 8))
+        raise RuntimeError("boom")
+    """)
+    out_json = tmp_path / "r.json"
+    out = cli("profile", "--no-store", "--json", str(out_json), "--", sys.executable, str(script))
+    assert out.exit_code == 1
+    data = json.loads(out_json.read_text())
+    result_validator(data)
+    assert data["exit_status"] == 1
+    assert data["metrics"]["steps"]["count"] >= 20
+    assert any("exited with status 1" in e["message"] for e in data["errors"])
+    assert "Where the time goes" in out.stdout
+
+
+def test_script_without_torch_gets_a_cpu_only_profile(tmp_path: Path, result_validator) -> None:
+    script = write(tmp_path / "plain.py", """
+        import sys
+        total = sum(i * i for i in range(300000))
+        print(total)
+    """)
+    result = profile_run([sys.executable, str(script)], ProfileOptions(stdout=-3))
+    result_validator(result)
+    assert result.exit_status == 0
+    assert result.metrics["workload"]["profile_kind"] == "cpu-only"
+    assert result.metrics["headline"]["peak_rss_mb"] > 0
+    assert any(e.source == "profile.torch" for e in result.errors)
+    assert result.findings == ()
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_dataloader_worker_processes(tmp_path: Path, context: str) -> None:
+    script = write(tmp_path / "workers.py", """
+        import sys, time, torch
+        from torch.utils.data import DataLoader, Dataset
+
+        class Slow(Dataset):
+            def __len__(self):
+                return 96
+            def __getitem__(self, i):
+                time.sleep(0.002)
+                return torch.full((8,), float(i))
+
+        if __name__ == "__main__":
+            model = torch.nn.Linear(8, 1)
+            loader = DataLoader(Slow(), batch_size=8, num_workers=2, multiprocessing_context=sys.argv[1])
+            with torch.no_grad():
+                for x in loader:
+                    model(x)
+    """)
+    result = profile_run([sys.executable, str(script), context], ProfileOptions(), timeout_s=100)
+    assert result.exit_status == 0 and not result.errors
+    data = result.metrics["dataloader"]
+    assert data["worker_processes"] == 2
+    assert data["loaders"][0]["num_workers"] == 2 and data["loaders"][0]["batches"] == 12
+    assert data["item_time_ms"] >= 2.0  # measured inside the workers
+    assert result.metrics["steps"]["boundary"] == "dataloader"
+
+
+def test_sigint_during_the_run_still_gives_a_result(tmp_path: Path, result_validator) -> None:
+    script = write(tmp_path / "forever.py", """
+        import time, torch
+        model = torch.nn.Linear(64, 64)
+        with torch.no_grad():
+            for i in range(100000):
+                model(torch.randn(16, 64))
+                if i == 30:
+                    print("ready", flush=True)
+                time.sleep(0.002)
+    """)
+    started = utc_now_iso()
+    proc = start_profiled([sys.executable, str(script)], ProfileOptions(stdout=-1))
+    try:
+        assert proc.popen.stdout is not None
+        assert proc.popen.stdout.readline().strip() == b"ready"
+        time.sleep(0.3)
+        proc.stop()
+        evidence = proc.collect()
+    finally:
+        proc.__exit__(None, None, None)
+    assert evidence.stop_reason == "stopped" and evidence.exit_status == -2
+    result = build_result(evidence, started_at=started)
+    result_validator(result)
+    assert result.exit_status == 130
+    assert result.metrics["steps"]["count"] >= 30
+    assert result.metrics["steps"]["boundary"] == "forward"
+
+
+def test_steps_limit_and_module_form(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    write(package / "__init__.py", "")
+    write(package / "loop.py", """
+        import torch
+        model = torch.nn.Linear(16, 4)
+        with torch.inference_mode():
+            for _ in range(100000):
+                model(torch.randn(32, 16))
+    """)
+    result = profile_run([sys.executable, "-m", "pkg.loop"], ProfileOptions(max_steps=50, cwd=str(tmp_path)),
+                         timeout_s=100)
+    assert result.metrics["workload"]["stop_reason"] == "steps"
+    assert 50 <= result.metrics["steps"]["count"] <= 52
+    assert result.metrics["throughput"]["batch_size"] == 32

@@ -1,0 +1,202 @@
+"""Each profile rule on hand-built evidence: fires at its threshold, stays quiet below it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from infradoctor.findings import Severity, iter_rule_modules, rule_codes
+from infradoctor.profile.analyze import analyze
+from infradoctor.profile.evidence import SystemSample
+from infradoctor.profile.rules import RuleOptions, rule_checks, run_rules
+
+from .builders import Construction, LoadEvent, SyncSite, evidence, loader, module, steps
+
+OPTS = RuleOptions(cwd="/work/app")
+
+
+def codes(ev) -> list[str]:
+    return [f.code for f in run_rules(analyze(ev), OPTS)]
+
+
+def only(code: str, ev):
+    found = [f for f in run_rules(analyze(ev), OPTS) if f.code == code]
+    assert len(found) <= 1
+    return found[0] if found else None
+
+
+def test_every_profile_code_has_exactly_one_rule_module() -> None:
+    checks = rule_checks()
+    assert sorted(checks) == [f"P{i:03d}" for i in range(1, 16)]
+    profile_modules = [m for m in iter_rule_modules() if m.__name__.startswith("infradoctor.profile.")]
+    assert sorted(c for m in profile_modules for c in rule_codes(m)) == sorted(checks)
+
+
+def test_healthy_training_has_no_findings() -> None:
+    assert codes(evidence()) == []
+
+
+def test_p001_data_starvation_threshold_severity_and_concrete_fix() -> None:
+    starving = evidence(steps=steps(100, data_wait_s=0.006, forward_s=0.002, backward_s=0.001),
+                        dataloaders=(loader(wait_s=0.6),), fetch={"calls": 100, "items": 3200, "time_s": 0.58})
+    finding = only("P001", starving)
+    assert finding is not None and finding.severity is Severity.HIGH
+    assert finding.evidence["data_wait_fraction"] == pytest.approx(0.6)
+    assert str(finding.location) == "train.py:30"
+    assert "num_workers=2 (now 0)" in finding.fix and "ImageFiles.__getitem__" in finding.fix
+    assert finding.impact == pytest.approx(0.6)
+    medium = only("P001", evidence(steps=steps(100, data_wait_s=0.0035, forward_s=0.006)))
+    assert medium is not None and medium.severity is Severity.MEDIUM
+    assert only("P001", evidence(steps=steps(100, data_wait_s=0.0025, forward_s=0.007))) is None
+
+
+def test_p002_unbatched_inference_needs_batch1_calls_without_backward() -> None:
+    per_sample = module(calls=500, batch_sizes={"1": 500}, grad_calls=0, train_mode_calls=0, time_s=2.0)
+    ev = evidence(modules=(per_sample,), backward_calls=0, optimizer_steps=0, step_mode="forward",
+                  steps=steps(500, duration=0.005, forward_s=0.004))
+    finding = only("P002", ev)
+    assert finding is not None and finding.evidence["batch1_calls"] == 500
+    assert finding.impact == pytest.approx(0.8)
+    assert only("P002", replace(ev, backward_calls=10)) is None
+    assert only("P002", replace(ev, modules=(replace(per_sample, batch_sizes={"1": 300, "64": 200}),))) is None
+
+
+def test_p003_grad_in_inference_counts_unused_grad_calls() -> None:
+    ev = evidence(modules=(module(unused_grad_calls=100, train_mode_calls=0),), backward_calls=0,
+                  optimizer_steps=0, step_mode="dataloader")
+    finding = only("P003", ev)
+    assert finding is not None and finding.evidence["unused_grad_calls"] == 100
+    assert "inference_mode" in finding.fix and str(finding.location) == "train.py:42"
+    assert only("P003", evidence(modules=(module(unused_grad_calls=9),))) is None
+    frozen = module(unused_grad_calls=100, trainable=False)
+    assert only("P003", evidence(modules=(frozen,))) is None
+
+
+def test_p004_train_mode_inference_needs_mode_dependent_layers() -> None:
+    bn = module(mode_layers=("BatchNorm1d", "Dropout"), grad_calls=0, train_mode_inference_calls=100)
+    finding = only("P004", evidence(modules=(bn,), backward_calls=0))
+    assert finding is not None and "BatchNorm1d" in finding.title
+    plain = module(mode_layers=(), grad_calls=0, train_mode_inference_calls=100)
+    assert only("P004", evidence(modules=(plain,), backward_calls=0)) is None
+
+
+def test_p005_host_sync_per_step_and_gpu_share() -> None:
+    site = SyncSite("item", "/work/app/eval.py", 19, "<module>", calls=51200, time_s=0.05, span_s=0.6,
+                    elements=0, steps=100)
+    finding = only("P005", evidence(syncs=(site,)))
+    assert finding is not None and finding.evidence["calls_per_step"] == pytest.approx(512)
+    assert str(finding.location) == "eval.py:19" and finding.severity is Severity.HIGH
+    logging = replace(site, calls=100, span_s=0.0001, time_s=0.0001)
+    assert only("P005", evidence(syncs=(logging,))) is None
+    gpu = evidence(cuda=True, syncs=(logging,), steps=steps(100, forward_s=0.005, sync_s=0.002))
+    assert only("P005", gpu) is not None
+
+
+def test_p006_repeated_loads_and_constructions() -> None:
+    loads = (LoadEvent("torch.load", "/work/app/serve.py", 23, calls=40, time_s=0.4),)
+    finding = only("P006", evidence(loads=loads))
+    assert finding is not None and finding.evidence["load_time_ms"] == pytest.approx(400)
+    assert finding.impact == pytest.approx(0.4) and str(finding.location) == "serve.py:23"
+    builds = (Construction("/work/app/serve.py", 21, count=40, cls="Net", params=500_000),)
+    assert only("P006", evidence(constructions=builds)) is not None
+    once = (LoadEvent("torch.load", "/work/app/serve.py", 23, calls=1, time_s=0.4),)
+    loss_fns = (Construction("/work/app/serve.py", 25, count=40, cls="CrossEntropyLoss", params=0),)
+    assert only("P006", evidence(loads=once, constructions=loss_fns)) is None
+
+
+def test_p007_memory_growth_with_leak_site() -> None:
+    leaking = module(retained_sampled=20, retained_alive=20)
+    ev = evidence(steps=steps(100, forward_s=0.008, heap_growth=512 * 1024), modules=(leaking,))
+    finding = only("P007", ev)
+    assert finding is not None and finding.evidence["growth_kb_per_step"] == pytest.approx(512, rel=0.01)
+    assert finding.evidence["still_alive"] == 20 and str(finding.location) == "train.py:42"
+    assert only("P007", evidence(steps=steps(100, forward_s=0.008, heap_growth=1024))) is None
+    no_site = only("P007", replace(ev, modules=(module(retained_sampled=20, retained_alive=1),)))
+    assert no_site is not None and no_site.location is None
+
+
+def test_p008_cold_start() -> None:
+    finding = only("P008", evidence(steps=steps(100, first=0.5, forward_s=0.008)))
+    assert finding is not None and finding.evidence["ratio"] == pytest.approx(50)
+    assert only("P008", evidence(steps=steps(100, first=0.03, forward_s=0.008))) is None
+
+
+# Recorded from an A100 run (torch 2.4, CUDA 12.4): precision settings, NVML utilisation and H2D counters.
+A100_PRECISION = {"float32_matmul_precision": "highest", "allow_tf32": False, "bf16_supported": True,
+                  "capability": [8, 0], "device_name": "NVIDIA A100-SXM4-80GB"}
+
+
+def gpu_evidence(**kw):
+    base = {"cuda": True, "precision": A100_PRECISION, "modules": (module(device="cuda"),),
+            "steps": steps(100, forward_s=0.004, backward_s=0.004, optimizer_s=0.001, gpu_busy_s=0.008)}
+    base.update(kw)
+    return evidence(**base)
+
+
+def test_p009_fp32_on_bf16_capable_gpu() -> None:
+    finding = only("P009", gpu_evidence())
+    assert finding is not None and "A100" in finding.title and "autocast" in finding.fix
+    assert only("P009", gpu_evidence(modules=(module(device="cuda", autocast_calls=100),))) is None
+    assert only("P009", gpu_evidence(precision={**A100_PRECISION, "allow_tf32": True})) is None
+    assert only("P009", evidence()) is None
+
+
+def test_p010_pageable_h2d() -> None:
+    h2d = {"copies": 200, "bytes": 400_000_000, "pageable_copies": 200, "pageable_bytes": 400_000_000,
+           "time_s": 0.3, "non_blocking_copies": 0}
+    ev = gpu_evidence(h2d=h2d, steps=steps(100, h2d_s=0.003, forward_s=0.004))
+    finding = only("P010", ev)
+    assert finding is not None and finding.evidence["pageable_copies"] == 200
+    assert "pin_memory=True" in finding.fix and str(finding.location) == "train.py:30"
+    assert only("P010", replace(ev, h2d={**h2d, "pageable_copies": 10})) is None
+
+
+def test_p011_dataloader_config() -> None:
+    finding = only("P011", evidence(steps=steps(100, data_wait_s=0.0015, forward_s=0.008)))
+    assert finding is not None and "num_workers=" in finding.fix and finding.severity is Severity.LOW
+    restarting = loader(num_workers=4, iterators=3, batches=300, wait_s=3.3, first_batch_waits=(1.0, 1.0, 1.0))
+    finding = only("P011", evidence(dataloaders=(restarting,)))
+    assert finding is not None and "persistent_workers=True" in finding.fix
+    assert only("P011", evidence()) is None
+
+
+def test_p012_python_loop_over_tensor() -> None:
+    site = SyncSite("iter", "/work/app/post.py", 7, "decode", calls=100, time_s=0.001, span_s=0.001,
+                    elements=25600, steps=100)
+    finding = only("P012", evidence(syncs=(site,)))
+    assert finding is not None and finding.evidence["elements_per_step"] == pytest.approx(256)
+    assert only("P012", evidence(syncs=(replace(site, elements=100),))) is None
+
+
+def test_p013_slow_stage_other_python_not_explained_by_sync_loops() -> None:
+    ev = evidence(steps=steps(100, forward_s=0.003))  # 7 ms of 10 ms outside the model
+    finding = only("P013", ev)
+    assert finding is not None and finding.evidence["stage"] == "other"
+    loop = SyncSite("item", "/work/app/eval.py", 19, "<module>", calls=100, time_s=0.01, span_s=0.6,
+                    elements=0, steps=100)
+    assert only("P013", replace(ev, syncs=(loop,))) is None
+
+
+def test_p014_gpu_underutilized_from_nvml_and_events() -> None:
+    samples = tuple(SystemSample(t=100.0 + 0.1 * i, cpu_percent=(90.0,), process_cpu_percent=100.0,
+                                 rss_bytes=1, gpu_util_percent=(20.0,)) for i in range(10))
+    finding = only("P014", gpu_evidence(system=samples))
+    assert finding is not None and finding.evidence["gpu_util_mean"] == pytest.approx(20.0)
+    busy = tuple(replace(s, gpu_util_percent=(95.0,)) for s in samples)
+    assert only("P014", gpu_evidence(system=busy)) is None
+    idle_events = gpu_evidence(steps=steps(100, forward_s=0.004, gpu_busy_s=0.001))
+    assert only("P014", idle_events) is not None
+
+
+def test_p015_small_batch() -> None:
+    finding = only("P015", evidence(modules=(module(batch_sizes={"4": 100}),)))
+    assert finding is not None and finding.evidence["median_batch"] == 4
+    assert only("P015", evidence(modules=(module(batch_sizes={"1": 100}),))) is None
+
+
+def test_findings_rank_by_severity_then_impact() -> None:
+    ev = evidence(steps=steps(100, data_wait_s=0.006, forward_s=0.002), loads=(
+        LoadEvent("torch.load", "/work/app/train.py", 50, calls=10, time_s=0.1),))
+    ranked = codes(ev)
+    assert ranked[:2] == ["P001", "P006"]  # both high: data wait explains 60%, loads 10%
