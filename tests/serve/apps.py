@@ -157,13 +157,13 @@ torch.save(build().state_dict(), buffer)
 WEIGHTS = buffer.getvalue()
 
 
-@app.get("/predict")
-def predict() -> dict:
+@app.post("/predict")
+def predict(body: dict) -> dict:
     model = build()
     model.load_state_dict(torch.load(io.BytesIO(WEIGHTS), weights_only=True))  # LOAD-LINE
     model.eval()
     with torch.inference_mode():
-        return {"y": float(model(torch.ones(1, 64)).sum())}
+        return {"y": float(model(torch.tensor(body["x"]).reshape(1, 64)).sum())}
 ''')
 
 # The model work: a small forward pass plus 50 ms the host thread waits (as it waits for a GPU), GIL released.

@@ -40,14 +40,28 @@ def finding(result: Result, code: str) -> Any:
     return next(f for f in result.findings if f.code == code)
 
 
-def test_model_loaded_per_request_is_p006_at_the_handler_line(tmp_path: Path, result_validator: Callable) -> None:
-    result, script = run_server(tmp_path, apps.MODEL_PER_REQUEST, [1], duration=1.0)
-    result_validator(result)
-    p006 = finding(result, "P006")
-    assert p006.location is not None
-    assert (p006.location.file, p006.location.line) == (script.name, apps.marked_line(script, "LOAD-LINE"))
-    assert result.metrics["load"]["points"][0]["ok"] >= 3
-    assert not result.errors, result.errors
+def test_model_loaded_per_request_is_p006_at_the_handler_line(tmp_path: Path, cli: Callable,
+                                                               result_validator: Callable,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    script = tmp_path / "per_request.py"
+    script.write_text(apps.MODEL_PER_REQUEST)
+    body = tmp_path / "request.json"
+    body.write_text(json.dumps({"x": [0.5] * 64}))
+    port = free_port()
+    monkeypatch.chdir(tmp_path)
+    run = cli("profile", "--load-url", f"http://127.0.0.1:{port}/predict", "--load-body", str(body),
+              "--concurrency", "1", "--point-duration", "1", "--json", "out.json", "--",
+              sys.executable, script.name, str(port))
+    assert run.exit_code == 0, run.stderr
+    data = json.loads((tmp_path / "out.json").read_text())
+    result_validator(data)
+    p006 = next(f for f in data["findings"] if f["code"] == "P006")
+    assert p006["location"] == {"file": script.name, "line": apps.marked_line(script, "LOAD-LINE")}
+    [point] = data["metrics"]["load"]["points"]
+    assert point["ok"] >= 3 and point["errors"] == {}
+    assert data["metrics"]["load"]["settings"]["method"] == "POST"
+    assert not data["errors"], data["errors"]
+    assert not port_open("127.0.0.1", port)
 
 
 def test_async_endpoint_blocking_is_s001_and_s002_at_the_line(tmp_path: Path) -> None:
