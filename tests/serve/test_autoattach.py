@@ -83,3 +83,44 @@ def test_since_drops_stalls_before_serving() -> None:
     later = evidence.since(1004.0)
     assert later.stall_count == 2 and later.blocked_s == 1.0 and later.observed_s == 6.0
     assert evidence.since(900.0) == evidence
+
+
+FORKING = """
+import asyncio, os, sys, time
+
+
+async def idle():
+    await asyncio.sleep(0.05)
+
+
+def block():
+    time.sleep(0.3)  # CHILD-BLOCKING-LINE
+
+
+asyncio.run(idle())  # the parent's loop: watched first
+pid = os.fork()
+if pid == 0:
+    async def child():
+        await asyncio.sleep(0.05)
+        block()
+        await asyncio.sleep(0.05)
+    asyncio.run(child())
+    sys.exit(0)
+os.waitpid(pid, 0)
+"""
+
+
+def test_forked_child_watches_its_own_loop(tmp_path: Path) -> None:
+    out = tmp_path / "evidence"
+    out.mkdir()
+    script = tmp_path / "forking.py"
+    script.write_text(textwrap.dedent(FORKING))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(INJECT), str(SRC), os.environ.get("PYTHONPATH", "")]),
+           autoattach.DIR_ENV: str(out), autoattach.STALL_ENV: "0.08"}
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    found = autoattach.read_loop_evidence(out)
+    assert len(found) == 2  # parent and child, each its own file
+    child = next(e for e in found if e.stall_count)
+    assert child.stalls[0].site is not None
+    assert child.stalls[0].site.line == marked_line(script, "CHILD-BLOCKING-LINE")

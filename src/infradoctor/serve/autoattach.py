@@ -92,14 +92,22 @@ def _wrap(original: Callable[[Any], None]) -> Callable[[Any], None]:
     return _set_running_loop
 
 
+def _forget_parent_monitor() -> None:
+    """In a forked child the parent's watchdog thread does not exist: watch the child's own loop afresh."""
+    global _monitor, _lock
+    _monitor = None
+    _lock = threading.Lock()
+
+
 def install(directory: str | os.PathLike[str]) -> None:
-    """Watch the first event loop this process runs; write its evidence under ``directory``."""
+    """Watch the first event loop this process (or a forked child of it) runs; write evidence under ``directory``."""
     global _directory, _installed
     with _lock:
         if _installed:
             return
         _installed = True
         _directory = Path(directory)
+    os.register_at_fork(after_in_child=_forget_parent_monitor)
     wrapped = _wrap(asyncio.events._set_running_loop)
     asyncio.events._set_running_loop = wrapped  # type: ignore[assignment]
     asyncio._set_running_loop = wrapped  # type: ignore[attr-defined]
