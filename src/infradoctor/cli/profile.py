@@ -6,6 +6,7 @@ import argparse
 import os
 
 from infradoctor.cli.base import Command, add_result_options, finish
+from infradoctor.cli.profile_load import add_load_options, run_with_load
 from infradoctor.errors import UsageError
 from infradoctor.profile.launcher import ProfileOptions
 from infradoctor.profile.result import profile_run
@@ -23,6 +24,7 @@ class ProfileCommand(Command):
     Examples:
       infradoctor profile -- python train.py --epochs 1
       infradoctor profile --steps 200 --json out.json -- python -m mypkg.infer
+      infradoctor profile --load-url http://127.0.0.1:8000/predict --load-body req.json -- python server.py
     """
 
     name = "profile"
@@ -34,6 +36,7 @@ class ProfileCommand(Command):
         limit.add_argument("--duration", type=float, metavar="S", help="stop the workload after S seconds")
         parser.add_argument("--sample-interval", type=float, default=0.5, metavar="S",
                             help="system sampling period in seconds (default 0.5)")
+        add_load_options(parser)
         add_result_options(parser)
         parser.add_argument("workload", nargs=argparse.REMAINDER,
                             help="the command to profile, after --: python script.py ARGS | python -m module ARGS")
@@ -45,6 +48,8 @@ class ProfileCommand(Command):
             argv = argv[1:]
         if not argv:
             raise UsageError("give the workload after --, e.g. `infradoctor profile -- python train.py`")
+        if args.load_url:
+            return run_with_load(args, argv)
         if args.steps is not None and args.steps < 1:
             raise UsageError("--steps must be at least 1")
         if args.duration is not None and args.duration <= 0:

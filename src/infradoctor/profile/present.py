@@ -7,6 +7,7 @@ from typing import Any
 
 from infradoctor.report.sections import Bar, Section, Table
 from infradoctor.result import Result
+from infradoctor.serve.present import service_sections
 
 _PHASE_LABELS = {
     "data_wait": "data wait",
@@ -92,4 +93,5 @@ def sections(result: Result) -> list[Section]:
             [(d.get("site"), d.get("num_workers"), d.get("pin_memory"), d.get("persistent_workers"),
               d.get("batch_size"), d.get("batches"), d.get("wait_ms")) for d in loaders[:4]],
         )], lines=[f"dataset item time {_get(metrics, 'dataloader', 'item_time_ms')} ms"]))
+    out.extend(service_sections(result))  # profile --load-url: load sweep, event loop, workers
     return out

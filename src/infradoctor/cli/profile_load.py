@@ -1,0 +1,103 @@
+"""The ``--load-url`` option group of ``infradoctor profile`` (kept apart from the profile command's own options).
+
+``infradoctor profile --load-url URL [--ready-url URL] [--load-body FILE] [--concurrency ...] -- python server.py``
+starts the server under the profiler, drives a load sweep at URL, stops the server and reports both sides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from infradoctor.cli.base import finish
+from infradoctor.errors import UsageError
+from infradoctor.profile.launcher import ProfileOptions
+from infradoctor.profile.rules import RuleOptions
+from infradoctor.serve.load_profile import (
+    DEFAULT_LEVELS,
+    DEFAULT_POINT_DURATION_S,
+    DEFAULT_READY_TIMEOUT_S,
+    ServiceLoadOptions,
+    profile_service,
+)
+
+
+def add_load_options(parser: argparse.ArgumentParser) -> None:
+    """The ``service under load`` option group."""
+    group = parser.add_argument_group(
+        "service under load",
+        "with --load-url the command starts a server: it is profiled while a load sweep runs against URL, then "
+        "stopped (SIGINT, SIGTERM, SIGKILL); findings cover the workload (P), the service (S002 blocked event loop "
+        "with its line, S004 model copy per worker) and the load (S001 serialized, S003 no backpressure, S005 cold "
+        "start, knee)",
+    )
+    group.add_argument("--load-url", metavar="URL", help="drive load at this URL of the server the command starts")
+    group.add_argument("--ready-url", metavar="URL",
+                       help="poll this URL until it answers before loading (default: the load URL's origin /)")
+    group.add_argument("--ready-timeout", type=float, default=DEFAULT_READY_TIMEOUT_S, metavar="S",
+                       help=f"give up waiting for the server after S seconds (default {DEFAULT_READY_TIMEOUT_S:g})")
+    group.add_argument("--load-body", type=Path, metavar="FILE", help="request body (POST unless --load-method)")
+    group.add_argument("--load-method", metavar="METHOD", help="HTTP method (default GET, POST with a body)")
+    group.add_argument("--load-header", action="append", default=[], metavar="'K: V'",
+                       help="request header (repeatable)")
+    group.add_argument("--concurrency", metavar="LIST|auto", default=",".join(map(str, DEFAULT_LEVELS)),
+                       help="closed-loop concurrency levels, or auto (default %(default)s)")
+    group.add_argument("--point-duration", type=float, default=DEFAULT_POINT_DURATION_S, metavar="S",
+                       help="seconds per concurrency level (default %(default)s)")
+    group.add_argument("--point-requests", type=int, metavar="N", help="requests per level instead of a duration")
+    group.add_argument("--load-timeout", type=float, default=30.0, metavar="S",
+                       help="per-request timeout (default %(default)s)")
+
+
+def _levels(text: str) -> list[int] | str:
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        levels = [int(part) for part in text.replace(" ", "").split(",") if part]
+    except ValueError:
+        raise UsageError(f"cannot read --concurrency {text!r}; expected e.g. 1,2,4,8 or auto") from None
+    if not levels or min(levels) < 1:
+        raise UsageError(f"--concurrency levels must be positive: {text!r}")
+    return levels
+
+
+def _headers(raw: list[str]) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for item in raw:
+        key, sep, value = item.partition(":")
+        if not sep or not key.strip():
+            raise UsageError(f"bad --load-header {item!r}; expected 'Name: value'")
+        headers[key.strip()] = value.strip()
+    return headers
+
+
+def run_with_load(args: argparse.Namespace, argv: list[str]) -> int:
+    """``profile --load-url``: run, load, stop, merge, finish."""
+    if args.steps is not None or args.duration is not None:
+        raise UsageError("--steps and --duration do not apply with --load-url (the sweep decides how long it runs)")
+    if args.point_duration <= 0 or args.load_timeout <= 0 or args.ready_timeout <= 0:
+        raise UsageError("--point-duration, --load-timeout and --ready-timeout must be positive")
+    if args.point_requests is not None and args.point_requests < 1:
+        raise UsageError("--point-requests must be at least 1")
+    bodies: tuple[bytes, ...] = ()
+    if args.load_body is not None:
+        try:
+            bodies = (args.load_body.read_bytes(),)
+        except OSError as exc:
+            raise UsageError(f"cannot read --load-body: {exc}") from None
+    options = ServiceLoadOptions(
+        load_url=args.load_url,
+        ready_url=args.ready_url,
+        ready_timeout_s=args.ready_timeout,
+        method=args.load_method,
+        bodies=bodies,
+        headers=_headers(args.load_header),
+        concurrency=_levels(args.concurrency),
+        point_duration_s=args.point_duration if args.point_requests is None else None,
+        point_requests=args.point_requests,
+        timeout_s=args.load_timeout,
+    )
+    profile_options = ProfileOptions(sample_interval_s=max(0.05, args.sample_interval))
+    result = profile_service(argv, options, profile_options, RuleOptions(cwd=os.getcwd()))
+    return finish(args, result)

@@ -1,0 +1,362 @@
+"""``infradoctor profile --load-url``: a server run under the profiler, driven by the load engine, diagnosed whole.
+
+Steps: start the server command under the profiler (with the event-loop watcher of
+:mod:`infradoctor.serve.autoattach` injected into it and its worker processes), wait until it answers and its
+worker processes have all started and stopped growing (bounded),
+run a closed-loop load sweep against the load URL, read the worker layout while it is still up, stop it (SIGINT,
+then SIGTERM, then SIGKILL, and any worker left behind), then merge both sides into one ``profile`` result:
+
+- workload evidence from the profiler: model loads and constructions per request (P006 at the handler's line),
+  grad in inference, host syncs, ... (rules P001-P015);
+- service evidence from inside the server: event-loop stalls after start-up with the blocking line (S002), worker
+  processes each holding a model copy (S004);
+- load evidence from the client: serialized requests (S001), no backpressure (S003), cold start (S005), the knee
+  (S008), errors (S006), ...
+
+``metrics`` layout: the profile command's metrics (see :mod:`infradoctor.profile`) plus
+
+- ``load``: the load command's metrics (``points``, ``knee``, ``curve``, ``headline``, ``settings``, ...; see
+  :mod:`infradoctor.load.analysis`);
+- ``service``: ``load_url``, ``ready_url``, ``ready_s`` (seconds from start until the server answered and its
+  worker processes held still),
+  ``loop`` (per server process: event-loop lag evidence after start-up, as
+  :meth:`~infradoctor.serve.looplag.LoopLagEvidence.to_dict`), ``workers`` (the worker layout, as
+  :meth:`~infradoctor.serve.workers.WorkerLayout.to_dict`, or null), ``stop_exit_status``;
+- ``headline``: the load headline (``throughput_rps``, ``p50_ms``, ``p99_ms``, ``knee_concurrency``, ...) plus
+  ``loop_blocked_s``, ``loop_lag_p99_ms``, ``workers`` and the profile headline's other keys;
+- ``distributions``: the load's ``latency_ms`` and the profile's own distributions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import psutil
+
+from infradoctor.errors import UsageError
+from infradoctor.findings import Finding, Location, rank_findings
+from infradoctor.load.analysis import build_metrics as build_load_metrics
+from infradoctor.load.analysis import diagnose as diagnose_load
+from infradoctor.load.spec import RequestSpec, Target
+from infradoctor.load.sweep import SweepResult, run_sweep
+from infradoctor.procs import http_status, wait_until
+from infradoctor.profile.launcher import ProfiledProcess, ProfileOptions, start_profiled
+from infradoctor.profile.result import build_result
+from infradoctor.profile.rules import RuleOptions
+from infradoctor.result import ErrorNote, Result, utc_now_iso
+from infradoctor.serve import autoattach
+from infradoctor.serve.looplag import LoopLagEvidence
+from infradoctor.serve.rules import s002_event_loop_blocked, s004_model_copy_per_worker
+from infradoctor.serve.workers import WorkerLayout, worker_layout
+
+INJECT_DIR = Path(__file__).resolve().parent / "inject"
+
+DEFAULT_READY_TIMEOUT_S = 120.0
+"""How long the server may take to answer its first request (model loading included)."""
+
+DEFAULT_LEVELS: tuple[int, ...] = (1, 2, 4, 8, 16)
+"""Concurrency levels of the sweep unless given (``auto`` doubles until the knee instead)."""
+
+DEFAULT_POINT_DURATION_S = 3.0
+"""Seconds per load level."""
+
+SETTLE_INTERVAL_S = 1.0
+"""After the server answers, its process tree is read this often until it holds still."""
+
+SETTLE_TOLERANCE = 0.05
+"""... i.e. the same worker processes, each with RSS within 5% (or 10 MB) of the previous reading."""
+
+SETTLE_TIMEOUT_S = 60.0
+"""Upper bound on settling (a worker that keeps growing is loaded as it is)."""
+
+LEFTOVER_GRACE_S = 3.0
+"""Seconds a worker left behind by a stopped supervisor gets between SIGTERM and SIGKILL."""
+
+
+@dataclass(frozen=True)
+class ServiceLoadOptions:
+    """What load to drive at the server and how long to wait for it."""
+
+    load_url: str
+    """URL the load sweep targets."""
+    ready_url: str | None = None
+    """URL polled until it answers with any HTTP status (default: the load URL's origin, ``/``), so the probe
+    itself does not warm the model up."""
+    ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S
+    """Bound on the wait for the server."""
+    method: str | None = None
+    """HTTP method (default GET, POST with a body)."""
+    bodies: tuple[bytes, ...] = ()
+    """Request bodies, sent in rotation."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """Extra request headers."""
+    concurrency: Sequence[int] | str = DEFAULT_LEVELS
+    """Closed-loop levels, or ``auto``."""
+    max_concurrency: int = 64
+    """Upper bound for ``auto``."""
+    point_duration_s: float | None = DEFAULT_POINT_DURATION_S
+    """Seconds per level (None with ``point_requests``)."""
+    point_requests: int | None = None
+    """Requests per level instead of a duration."""
+    timeout_s: float = 30.0
+    """Per-request client timeout."""
+    stall_threshold_s: float = 0.1
+    """Event-loop lag that counts as a stall inside the server."""
+
+    def spec(self) -> RequestSpec:
+        """The load engine's request spec; raises UsageError for a bad URL or header."""
+        Target.parse(self.load_url)
+        headers = dict(self.headers)
+        if self.bodies and not any(k.lower() == "content-type" for k in headers):
+            headers["Content-Type"] = "application/json"
+        method = (self.method or ("POST" if self.bodies else "GET")).upper()
+        return RequestSpec(url=self.load_url, method=method, headers=headers, bodies=tuple(self.bodies))
+
+    def probe_url(self) -> str:
+        """The readiness URL."""
+        if self.ready_url:
+            Target.parse(self.ready_url)
+            return self.ready_url
+        parts = urlsplit(self.load_url)
+        return f"{parts.scheme}://{parts.netloc}/"
+
+
+def _child_env(base: Mapping[str, str] | None, serve_dir: str, stall_threshold_s: float) -> dict[str, str]:
+    env = dict(base or {})
+    python_path = env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(INJECT_DIR), python_path) if p)
+    env[autoattach.DIR_ENV] = serve_dir
+    env[autoattach.STALL_ENV] = repr(stall_threshold_s)
+    return env
+
+
+def _descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return list(psutil.Process(pid).children(recursive=True))
+    except psutil.Error:
+        return []
+
+
+def _stop_server(proc: ProfiledProcess) -> int | None:
+    """Stop the server (SIGINT, SIGTERM, SIGKILL) and any of its processes it left running."""
+    tree = _descendants(proc.pid)
+    status = proc.stop(reason="stopped")
+    alive = [p for p in tree if p.is_running()]
+    for child in alive:
+        with contextlib.suppress(psutil.Error):
+            child.terminate()
+    _, still = psutil.wait_procs(alive, timeout=LEFTOVER_GRACE_S)
+    for child in still:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
+    return status
+
+
+def _same_layout(a: WorkerLayout, b: WorkerLayout) -> bool:
+    if [w.pid for w in a.workers] != [w.pid for w in b.workers]:
+        return False
+    for old, new in zip(a.workers, b.workers, strict=True):
+        if old.rss_mb is None or new.rss_mb is None:
+            return False
+        if abs(new.rss_mb - old.rss_mb) > max(10.0, SETTLE_TOLERANCE * old.rss_mb):
+            return False
+    return True
+
+
+def settle(pid: int, *, timeout_s: float, alive: Callable[[], bool]) -> WorkerLayout | None:
+    """Wait (bounded) until the server's workers have all started and stopped growing; the last layout read.
+
+    A multi-worker server answers as soon as its first worker is up; the others may still be loading the model.
+    """
+    deadline = time.monotonic() + timeout_s
+    previous: WorkerLayout | None = None
+    while alive():
+        try:
+            current = worker_layout(pid, gpu_memory_by_pid=None)
+        except psutil.Error:
+            return previous
+        if previous is not None and _same_layout(previous, current):
+            return current
+        previous = current
+        if time.monotonic() + SETTLE_INTERVAL_S > deadline:
+            return current
+        time.sleep(SETTLE_INTERVAL_S)
+    return previous
+
+
+def _relative(path: str, cwd: str | None) -> str:
+    base = cwd or os.getcwd()
+    try:
+        rel = os.path.relpath(path, base)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def _service_findings(loops: Sequence[LoopLagEvidence], layout: WorkerLayout | None, cwd: str | None,
+                      ) -> list[Finding]:
+    findings: list[Finding] = []
+    blocked = [f for e in loops for f in s002_event_loop_blocked.check(e)]
+    if blocked:
+        worst = max(blocked, key=lambda f: float(f.evidence.get("blocked_s", 0.0)))
+        loc = worst.location
+        if loc is not None:
+            worst = replace(worst, location=Location(_relative(loc.file, cwd), loc.line, loc.column, loc.function))
+        findings.append(worst)
+    if layout is not None:
+        findings.extend(s004_model_copy_per_worker.check(layout))
+    return findings
+
+
+def _merge_headline(load: Mapping[str, Any], profile: Mapping[str, Any], loops: Sequence[LoopLagEvidence],
+                    layout: WorkerLayout | None) -> dict[str, Any]:
+    headline: dict[str, Any] = dict(load)
+    if loops:
+        headline["loop_blocked_s"] = round(max(e.blocked_s for e in loops), 4)
+        lags = [e.lag_p99_ms for e in loops if e.lag_p99_ms is not None]
+        if lags:
+            headline["loop_lag_p99_ms"] = round(max(lags), 3)
+    if layout is not None:
+        headline["workers"] = len(layout.workers)
+    for key, value in profile.items():
+        headline.setdefault(key, value)
+    return headline
+
+
+def merge_results(
+    profile_result: Result,
+    load_metrics: Mapping[str, Any] | None,
+    loops: Sequence[LoopLagEvidence],
+    layout: WorkerLayout | None,
+    service: Mapping[str, Any],
+    notes: Sequence[ErrorNote] = (),
+    *,
+    duration_s: float,
+    cwd: str | None = None,
+) -> Result:
+    """One ``profile`` result from the profiler's result, the load metrics and the service evidence."""
+    metrics = dict(profile_result.metrics)
+    findings = list(profile_result.findings)
+    load = dict(load_metrics or {})
+    if load:
+        findings.extend(diagnose_load(load))
+    findings.extend(_service_findings(loops, layout, cwd))
+    metrics["load"] = load or None
+    metrics["service"] = {
+        **service,
+        "loop": [e.to_dict() for e in loops],
+        "workers": layout.to_dict() if layout is not None else None,
+    }
+    metrics["headline"] = _merge_headline(load.get("headline") or {}, profile_result.metrics.get("headline") or {},
+                                          loops, layout)
+    distributions = dict(profile_result.metrics.get("distributions") or {})
+    distributions.update(load.get("distributions") or {})
+    metrics["distributions"] = distributions
+    return replace(
+        profile_result,
+        duration_s=round(duration_s, 3),
+        target={**profile_result.target, "load_url": service.get("load_url")},
+        metrics=metrics,
+        findings=tuple(rank_findings(findings)),
+        errors=(*profile_result.errors, *notes),
+    )
+
+
+def _sweep(spec: RequestSpec, options: ServiceLoadOptions) -> SweepResult:
+    return run_sweep(
+        spec,
+        concurrency=options.concurrency if isinstance(options.concurrency, str) else list(options.concurrency),
+        max_concurrency=options.max_concurrency,
+        duration_s=options.point_duration_s if options.point_requests is None else None,
+        requests=options.point_requests,
+        timeout_s=options.timeout_s,
+    )
+
+
+def _load_settings(spec: RequestSpec, options: ServiceLoadOptions) -> dict[str, Any]:
+    return {
+        "url": spec.url,
+        "method": spec.method,
+        "timeout_s": options.timeout_s,
+        "duration_s": options.point_duration_s if options.point_requests is None else None,
+        "requests": options.point_requests,
+        "levels": options.concurrency if isinstance(options.concurrency, str) else list(options.concurrency),
+        "bodies": len(spec.bodies),
+    }
+
+
+def profile_service(
+    argv: Sequence[str],
+    options: ServiceLoadOptions,
+    profile_options: ProfileOptions | None = None,
+    rule_options: RuleOptions | None = None,
+) -> Result:
+    """Run the server ``argv`` under the profiler, load it, stop it and return the merged result.
+
+    Raises:
+        UsageError: the load or readiness URL or a header is not usable.
+        TargetError: the server command cannot be started.
+    """
+    spec = options.spec()
+    probe = options.probe_url()
+    if options.point_duration_s is None and options.point_requests is None:
+        raise UsageError("give a duration or a number of requests per load level")
+    started_at = utc_now_iso()
+    t0 = time.perf_counter()
+    serve_dir = tempfile.mkdtemp(prefix="infradoctor-serve-")
+    base = profile_options or ProfileOptions()
+    popts = replace(base, env=_child_env(base.env, serve_dir, options.stall_threshold_s), max_steps=None,
+                    duration_s=None)
+    notes: list[ErrorNote] = []
+    sweep: SweepResult | None = None
+    layout: WorkerLayout | None = None
+    ready_unix: float | None = None
+    ready_s: float | None = None
+    try:
+        proc = start_profiled(argv, popts)
+    except BaseException:
+        shutil.rmtree(serve_dir, ignore_errors=True)
+        raise
+    try:
+        try:
+            ready = wait_until(lambda: http_status(probe, timeout=1.0) is not None, timeout=options.ready_timeout_s,
+                               interval=0.2, alive=lambda: proc.poll() is None)
+            if not ready:
+                why = "exited" if proc.poll() is not None else f"did not answer within {options.ready_timeout_s:g} s"
+                notes.append(ErrorNote("service.ready", f"the server {why} ({probe}); no load was driven"))
+            else:
+                settle(proc.pid, timeout_s=min(SETTLE_TIMEOUT_S, options.ready_timeout_s),
+                       alive=lambda: proc.poll() is None)
+                ready_unix = time.time()
+                ready_s = round(time.perf_counter() - t0, 3)
+                sweep = _sweep(spec, options)
+                try:
+                    layout = worker_layout(proc.pid)
+                except psutil.Error as exc:
+                    notes.append(ErrorNote("service.workers", f"cannot read the server's processes: {exc}"))
+        except KeyboardInterrupt:
+            notes.append(ErrorNote("service.interrupted", "stopped by Ctrl-C; the result holds what was measured"))
+        finally:
+            stop_status = _stop_server(proc)
+        evidence = proc.collect()
+        loops = [e.since(ready_unix) if ready_unix is not None else e
+                 for e in autoattach.read_loop_evidence(serve_dir)]
+    finally:
+        proc.close()
+        shutil.rmtree(serve_dir, ignore_errors=True)
+    profile_result = build_result(evidence, started_at=started_at, rule_options=rule_options)
+    load_metrics = build_load_metrics(sweep, _load_settings(spec, options)) if sweep is not None else None
+    if sweep is not None and sweep.points and not any(p.ok for p in sweep.points):
+        notes.append(ErrorNote("service.load", f"no request to {spec.url} succeeded"))
+    service = {"load_url": spec.url, "ready_url": probe, "ready_s": ready_s, "stop_exit_status": stop_status}
+    return merge_results(profile_result, load_metrics, loops, layout, service, notes,
+                         duration_s=time.perf_counter() - t0, cwd=(rule_options or RuleOptions()).cwd)

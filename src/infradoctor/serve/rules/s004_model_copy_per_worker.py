@@ -1,0 +1,100 @@
+"""S004 model-copy-per-worker: each server worker process holds its own copy of the model.
+
+What it detects:
+    A server runs two or more worker processes (uvicorn ``--workers``, gunicorn) and every one of them holds a
+    similar, large amount of memory of its own: at least ``MIN_GPU_MB`` of GPU memory each, or, without GPU memory,
+    at least ``MIN_PRIVATE_MB`` of private host memory each, with the smallest at least ``SIMILARITY`` of the
+    largest.
+
+Why it matters:
+    Each worker loads the model separately: memory use multiplies with the worker count (on a GPU, N copies of the
+    weights and N CUDA contexts compete for one device), start-up takes N loads, and the workers cannot batch
+    requests together.
+
+How it is measured:
+    :func:`~infradoctor.serve.workers.worker_layout` walks the server's process tree (psutil) to its workers and
+    reads each one's RSS and unique set size (USS: pages no other process shares) and, through NVML, the GPU memory
+    each process holds. Preloading the model before fork shares its pages, which keeps USS low; separate loads do
+    not. The duplicated memory is (workers - 1) x the smallest worker's holding.
+
+Fix:
+    Use one worker per GPU with asynchronous batching, or share the weights: load before forking (gunicorn
+    ``--preload``), or move the model into a model server that the web workers call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infradoctor.findings import Finding, Severity, make_finding
+from infradoctor.serve.workers import WorkerLayout
+
+CODE = "S004"
+
+MIN_WORKERS = 2
+"""Fewer workers cannot duplicate anything."""
+
+MIN_GPU_MB = 512.0
+"""GPU memory per worker from which each worker is taken to hold a model (a CUDA context alone is ~300-500 MB)."""
+
+MIN_PRIVATE_MB = 256.0
+"""Private host memory per worker from which each is taken to hold a model (torch alone takes ~225 MB of USS)."""
+
+SIMILARITY = 0.5
+"""Smallest / largest holding from which the workers count as holding copies of the same thing."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """Thresholds of S004 (defaults are the documented constants)."""
+
+    min_workers: int = MIN_WORKERS
+    """See ``MIN_WORKERS``."""
+    min_gpu_mb: float = MIN_GPU_MB
+    """See ``MIN_GPU_MB``."""
+    min_private_mb: float = MIN_PRIVATE_MB
+    """See ``MIN_PRIVATE_MB``."""
+    similarity: float = SIMILARITY
+    """See ``SIMILARITY``."""
+
+
+def _copies(values: list[float | None], minimum: float, similarity: float) -> list[float] | None:
+    """The values when every one is measured, at least ``minimum`` and similar to the others; else None."""
+    if not values or any(v is None for v in values):
+        return None
+    measured = [float(v) for v in values if v is not None]
+    if min(measured) < minimum or min(measured) < similarity * max(measured):
+        return None
+    return measured
+
+
+def check(layout: WorkerLayout, options: Options | None = None) -> list[Finding]:
+    """S004 when two or more workers each hold a similar, large amount of GPU or private host memory."""
+    opts = options or Options()
+    workers = layout.workers
+    if len(workers) < opts.min_workers:
+        return []
+    gpu = _copies([w.gpu_memory_mb for w in workers], opts.min_gpu_mb, opts.similarity) \
+        if layout.gpu_available else None
+    host = None if gpu is not None else _copies([w.private_mb for w in workers], opts.min_private_mb,
+                                                opts.similarity)
+    held = gpu if gpu is not None else host
+    if held is None:
+        return []
+    basis = "gpu" if gpu is not None else "host"
+    duplicated = (len(held) - 1) * min(held)
+    kind = "GPU memory" if basis == "gpu" else "private host memory"
+    title = (
+        f"{len(workers)} worker processes each hold {min(held):.0f}-{max(held):.0f} MB of {kind} "
+        f"(~{duplicated:.0f} MB duplicated)"
+    )
+    evidence = {
+        "workers": len(workers),
+        "basis": basis,
+        "per_worker_mb": [round(v, 1) for v in held],
+        "duplicated_mb": round(duplicated, 1),
+        "supervisor_pid": layout.supervisor_pid,
+        "processes": [w.to_dict() for w in workers],
+    }
+    severity = Severity.HIGH if basis == "gpu" else None
+    return [make_finding(CODE, title, evidence, severity=severity)]

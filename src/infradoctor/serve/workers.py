@@ -1,0 +1,176 @@
+"""Worker layout of a server: its worker processes and each one's memory (RSS, private USS, GPU via NVML).
+
+The server's process tree is read with psutil. Helper processes of multiprocessing (resource tracker, fork server)
+are left out. Starting at the root, a process with exactly one child is a wrapper (``sh -c``, a launcher, gunicorn
+with one worker) and the walk descends into the child; a process with two or more children is a supervisor and its
+children are the workers; a process without children is the only worker.
+
+GPU memory per process comes from NVML (``nvmlDeviceGetComputeRunningProcesses`` on every device, the numbers that
+``nvidia-smi --query-compute-apps=pid,used_memory --format=csv`` prints). Without NVML or a GPU it is "not
+available" (None), never an error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import psutil
+
+MB = 1024 * 1024
+
+HELPER_MARKERS = ("multiprocessing.resource_tracker", "multiprocessing.semaphore_tracker", "multiprocessing.forkserver")
+"""Command-line fragments of helper processes that are never workers."""
+
+
+@dataclass(frozen=True)
+class WorkerProcess:
+    """One worker process and its memory."""
+
+    pid: int
+    """Process id."""
+    command: str
+    """Command line, shortened to 200 characters."""
+    rss_mb: float | None
+    """Resident set size in MiB (includes pages shared with other processes); None when unreadable."""
+    private_mb: float | None
+    """Unique set size in MiB (memory only this process holds); None when unreadable."""
+    gpu_memory_mb: float | None
+    """GPU memory this process holds, summed over devices, in MiB; None when NVML is not available."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"pid": self.pid, "command": self.command, "rss_mb": self.rss_mb, "private_mb": self.private_mb,
+                "gpu_memory_mb": self.gpu_memory_mb}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> WorkerProcess:
+        """Inverse of :meth:`to_dict`."""
+        return cls(int(data["pid"]), str(data.get("command", "")), data.get("rss_mb"), data.get("private_mb"),
+                   data.get("gpu_memory_mb"))
+
+
+@dataclass(frozen=True)
+class WorkerLayout:
+    """How a server is laid out in processes."""
+
+    root_pid: int
+    """The process the layout was read from (the one that was started)."""
+    supervisor_pid: int | None
+    """The process that supervises the workers; None for a single-process server."""
+    workers: tuple[WorkerProcess, ...]
+    """The worker processes (one for a single-process server)."""
+    gpu_available: bool
+    """Whether NVML answered, i.e. whether ``gpu_memory_mb`` values are measured."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"root_pid": self.root_pid, "supervisor_pid": self.supervisor_pid,
+                "workers": [w.to_dict() for w in self.workers], "gpu_available": self.gpu_available}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> WorkerLayout:
+        """Inverse of :meth:`to_dict`."""
+        return cls(int(data["root_pid"]), data.get("supervisor_pid"),
+                   tuple(WorkerProcess.from_dict(w) for w in data.get("workers", ())),
+                   bool(data.get("gpu_available", False)))
+
+
+def nvml_gpu_memory_by_pid(nvml: Any | None = None) -> dict[int, int] | None:
+    """GPU memory in bytes per process id over all devices, or None when NVML is not available.
+
+    Args:
+        nvml: the ``pynvml`` module (from nvidia-ml-py) or an object with the same functions; imported when None.
+    """
+    if nvml is None:
+        try:
+            import pynvml as nvml_module
+        except ImportError:
+            return None
+        nvml = nvml_module
+    try:
+        nvml.nvmlInit()
+    except Exception:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...: no GPU here
+        return None
+    try:
+        used: dict[int, int] = {}
+        for index in range(int(nvml.nvmlDeviceGetCount())):
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            for getter in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
+                try:
+                    procs = getattr(nvml, getter)(handle)
+                except Exception:  # not supported on this device/driver: skip that view
+                    continue
+                for proc in procs:
+                    memory = getattr(proc, "usedGpuMemory", None)
+                    if isinstance(memory, int) and memory >= 0:  # NVML reports N/A as None
+                        used[int(proc.pid)] = used.get(int(proc.pid), 0) + memory
+        return used
+    except Exception:
+        return None
+    finally:
+        with contextlib.suppress(Exception):
+            nvml.nvmlShutdown()
+
+
+def _is_helper(proc: psutil.Process) -> bool:
+    try:
+        cmdline = " ".join(proc.cmdline())
+    except (psutil.Error, OSError):
+        return True  # gone or unreadable: not a worker we can measure
+    return any(marker in cmdline for marker in HELPER_MARKERS)
+
+
+def _children(proc: psutil.Process) -> list[psutil.Process]:
+    try:
+        kids = proc.children()
+    except (psutil.Error, OSError):
+        return []
+    return sorted((k for k in kids if not _is_helper(k)), key=lambda p: p.pid)
+
+
+def _measure(proc: psutil.Process, gpu: Mapping[int, int] | None) -> WorkerProcess:
+    command = ""
+    rss = private = None
+    with contextlib.suppress(psutil.Error, OSError):
+        command = " ".join(proc.cmdline())[:200]
+    try:
+        info = proc.memory_full_info()
+        rss, private = info.rss / MB, getattr(info, "uss", 0) / MB
+    except (psutil.Error, OSError):
+        with contextlib.suppress(psutil.Error, OSError):
+            rss = proc.memory_info().rss / MB
+    gpu_mb = None if gpu is None else gpu.get(proc.pid, 0) / MB
+    return WorkerProcess(proc.pid, command, rss, private, gpu_mb)
+
+
+def worker_layout(
+    root_pid: int,
+    *,
+    gpu_memory_by_pid: Mapping[int, int] | None | Callable[[], Mapping[int, int] | None] = nvml_gpu_memory_by_pid,
+    max_depth: int = 8,
+) -> WorkerLayout:
+    """Read the worker layout of the server whose process tree starts at ``root_pid``.
+
+    Args:
+        root_pid: the server's top process.
+        gpu_memory_by_pid: bytes of GPU memory per pid, or a function returning them (default: NVML); None for
+            "not available".
+        max_depth: bound on how many single-child wrappers are descended through.
+
+    Raises:
+        psutil.NoSuchProcess: the root process does not exist.
+    """
+    gpu = gpu_memory_by_pid() if callable(gpu_memory_by_pid) else gpu_memory_by_pid
+    node = psutil.Process(root_pid)
+    for _ in range(max_depth):
+        kids = _children(node)
+        if not kids:
+            return WorkerLayout(root_pid, None, (_measure(node, gpu),), gpu is not None)
+        if len(kids) == 1:
+            node = kids[0]
+            continue
+        return WorkerLayout(root_pid, node.pid, tuple(_measure(k, gpu) for k in kids), gpu is not None)
+    return WorkerLayout(root_pid, None, (_measure(node, gpu),), gpu is not None)

@@ -1,0 +1,147 @@
+"""``profile --load-url``: real uvicorn + FastAPI servers with real PyTorch models (CPU), under the profiler and
+the load engine, diagnosed as one service."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infradoctor.procs import free_port, port_open
+from infradoctor.profile.rules import RuleOptions
+from infradoctor.result import Result
+from infradoctor.serve.load_profile import ServiceLoadOptions, profile_service
+from tests.serve import apps
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def run_server(tmp_path: Path, script: str, levels: list[int], *, duration: float = 1.5,
+               name: str = "server") -> tuple[Result, Path]:
+    path = tmp_path / f"{name}.py"
+    path.write_text(script)
+    port = free_port()
+    options = ServiceLoadOptions(load_url=f"http://127.0.0.1:{port}/predict", concurrency=levels,
+                                 point_duration_s=duration, timeout_s=20.0, ready_timeout_s=90.0)
+    result = profile_service([sys.executable, str(path), str(port)], options, rule_options=RuleOptions(cwd=str(tmp_path)))
+    assert not port_open("127.0.0.1", port), "the server was not stopped"
+    return result, path
+
+
+def codes(result: Result) -> set[str]:
+    return {f.code for f in result.findings}
+
+
+def finding(result: Result, code: str) -> Any:
+    return next(f for f in result.findings if f.code == code)
+
+
+def test_model_loaded_per_request_is_p006_at_the_handler_line(tmp_path: Path, cli: Callable,
+                                                               result_validator: Callable,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    script = tmp_path / "per_request.py"
+    script.write_text(apps.MODEL_PER_REQUEST)
+    body = tmp_path / "request.json"
+    body.write_text(json.dumps({"x": [0.5] * 64}))
+    port = free_port()
+    monkeypatch.chdir(tmp_path)
+    run = cli("profile", "--load-url", f"http://127.0.0.1:{port}/predict", "--load-body", str(body),
+              "--concurrency", "1", "--point-duration", "1", "--json", "out.json", "--",
+              sys.executable, script.name, str(port))
+    assert run.exit_code == 0, run.stderr
+    data = json.loads((tmp_path / "out.json").read_text())
+    result_validator(data)
+    p006 = next(f for f in data["findings"] if f["code"] == "P006")
+    assert p006["location"] == {"file": script.name, "line": apps.marked_line(script, "LOAD-LINE")}
+    [point] = data["metrics"]["load"]["points"]
+    assert point["ok"] >= 3 and point["errors"] == {}
+    assert data["metrics"]["load"]["settings"]["method"] == "POST"
+    assert not data["errors"], data["errors"]
+    assert not port_open("127.0.0.1", port)
+
+
+def test_async_endpoint_blocking_is_s001_and_s002_at_the_line(tmp_path: Path) -> None:
+    result, script = run_server(tmp_path, apps.BLOCKING_ASYNC_SERVER, [1, 4])
+    assert {"S001", "S002"} <= codes(result)
+    s002 = finding(result, "S002")
+    assert s002.location is not None
+    assert (s002.location.file, s002.location.line) == (script.name, apps.marked_line(script, "BLOCKING-LINE"))
+    assert s002.location.function == "infer"
+    [loop] = result.metrics["service"]["loop"]
+    assert loop["stall_count"] >= 5
+    assert result.metrics["headline"]["loop_blocked_s"] > 0.5
+
+
+def test_same_endpoint_as_sync_def_is_neither(tmp_path: Path) -> None:
+    result, _ = run_server(tmp_path, apps.BLOCKING_SYNC_SERVER, [1, 4])
+    assert not {"S001", "S002"} & codes(result)
+    points = result.metrics["load"]["points"]
+    assert points[1]["throughput_rps"] > 2 * points[0]["throughput_rps"]  # the thread pool serves in parallel
+    [loop] = result.metrics["service"]["loop"]
+    assert loop["beats"] > 0 and loop["stall_count"] == 0
+
+
+def test_fixed_slots_and_unbounded_queue_is_s003_with_the_knee_at_the_slots(tmp_path: Path) -> None:
+    result, _ = run_server(tmp_path, apps.FIXED_SLOTS_SERVER, [1, 2, 4, 8, 16], duration=1.5)
+    curve = result.metrics["load"]["curve"]
+    assert "S003" in codes(result), curve
+    assert result.metrics["load"]["knee"]["level"] == apps.SLOTS, curve
+    assert result.metrics["headline"]["knee_concurrency"] == apps.SLOTS
+
+
+def test_lazy_model_init_is_s005(tmp_path: Path) -> None:
+    result, _ = run_server(tmp_path, apps.LAZY_INIT_SERVER, [1], duration=2.5)
+    assert "S005" in codes(result), result.metrics["load"]["points"][0]
+    first = result.metrics["load"]["points"][0]["first_latencies_ms"]
+    assert first[0] >= 1000.0
+
+
+def test_several_uvicorn_workers_each_loading_the_model_is_s004(tmp_path: Path, cli: Callable,
+                                                                 result_validator: Callable) -> None:
+    script = tmp_path / "multi.py"
+    script.write_text(apps.MULTI_WORKER_SERVER)
+    port = free_port()
+    out = tmp_path / "result.json"
+    run = cli("profile", "--load-url", f"http://127.0.0.1:{port}/predict", "--concurrency", "1,2",
+              "--point-duration", "1", "--json", str(out), "--", sys.executable, str(script), str(port))
+    assert run.exit_code == 0, run.stderr
+    data = json.loads(out.read_text())
+    result_validator(data)
+    s004 = next(f for f in data["findings"] if f["code"] == "S004")
+    assert s004["evidence"]["workers"] == 2
+    workers = data["metrics"]["service"]["workers"]
+    assert len(workers["workers"]) == 2 and workers["supervisor_pid"] == workers["root_pid"]
+    assert data["metrics"]["headline"]["workers"] == 2
+    assert "Worker processes" in run.stdout and "S004" in run.stdout
+    assert not port_open("127.0.0.1", port)
+
+
+def test_server_that_never_answers_gives_a_partial_result(tmp_path: Path, cli: Callable) -> None:
+    script = tmp_path / "quiet.py"
+    script.write_text("import time\ntime.sleep(30)\n")
+    port = free_port()
+    run = cli("profile", "--load-url", f"http://127.0.0.1:{port}/predict", "--ready-timeout", "1",
+              "--json", "-", "--quiet", "--", sys.executable, str(script))
+    data = json.loads(run.stdout)
+    assert any(e["source"] == "service.ready" for e in data["errors"])
+    assert data["metrics"]["load"] is None
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--concurrency", "0"], "positive"),
+    (["--concurrency", "x"], "cannot read"),
+    (["--steps", "5"], "do not apply"),
+    (["--load-header", "nocolon"], "bad --load-header"),
+])
+def test_usage_errors(cli: Callable, extra: list[str], message: str) -> None:
+    run = cli("profile", "--load-url", "http://127.0.0.1:9/predict", *extra, "--", sys.executable, "-c", "pass")
+    assert run.exit_code == 2 and message in run.stderr
+
+
+def test_bad_load_url_is_a_usage_error(cli: Callable) -> None:
+    run = cli("profile", "--load-url", "ftp://nowhere", "--", sys.executable, "-c", "pass")
+    assert run.exit_code == 2 and "not an http" in run.stderr
