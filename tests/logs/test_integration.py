@@ -193,7 +193,7 @@ def test_haproxy_failures_become_incidents(cli, tmp_path: Path, result_validator
     data = analyze(cli, tmp_path, str(log))
     result_validator(data)
     row = data["metrics"]["files"][0]
-    assert row["format"] == "haproxy" and row["parsed"] == 20 + 1  # + the readiness probe's empty connection
+    assert row["format"] == "haproxy" and row["parsed"] == 20  # dontlognull: the readiness probe is not logged
     timeouts = incidents(data, "upstream_timeout", ".log")
     assert [(i["subject"], i["count"]) for i in timeouts] == [("be_llm/srv1", 3)] and within(timeouts[0], slow[:2])
     connect = incidents(data, "upstream_connect_error", ".log")
