@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from infradoctor.compare.analysis import step_mismatch
 from infradoctor.report.svg import Series, line_chart, stacked_bars
 from infradoctor.result import Result
 
@@ -46,7 +47,7 @@ def latency_vs_load(runs: Sequence[Result]) -> str:
     series: list[Series] = []
     x_label = "offered load"
     for run in runs:
-        points = run.metrics.get("points") if isinstance(run.metrics, Mapping) else None
+        points = _get(run.metrics, "points", "load.points")
         if not isinstance(points, Sequence) or isinstance(points, (str, bytes)):
             continue
         p99: list[tuple[float, float]] = []
@@ -77,65 +78,87 @@ def latency_vs_load(runs: Sequence[Result]) -> str:
 
 
 def step_breakdown(runs: Sequence[Result]) -> str:
-    """Mean step time split by phase, one bar per profile run."""
+    """Mean step time split by phase, one bar per profile run (per sample when the runs' steps differ in size)."""
     bars: list[tuple[str, list[tuple[str, float]]]] = []
+    per_sample = len(runs) == 2 and bool(step_mismatch(runs[0], runs[1]))
     for run in runs:
-        phases = _get(run.metrics, "steps.phase_ms", "steps.phases_ms", "steps.per_phase_ms", "steps.breakdown_ms")
+        if _get(run.metrics, "service") is not None:
+            continue  # a server's "steps" are requests; its load curve says more
+        phases = _get(run.metrics, "steps.phase_ms_per_step", "steps.phase_ms", "steps.per_phase_ms")
         if not isinstance(phases, Mapping):
             continue
-        parts = [(str(k), v) for k, v in ((k, _num(v)) for k, v in phases.items()) if v is not None and v > 0]
+        scale = 1.0
+        if per_sample:
+            samples = _num(_get(run.metrics, "headline.samples_per_s"))
+            steps = _num(_get(run.metrics, "headline.steps_per_s"))
+            if not samples or not steps:
+                continue
+            scale = steps / samples
+        parts = [(str(k), v * scale) for k, v in ((k, _num(v)) for k, v in phases.items()) if v is not None and v > 0]
         if parts:
             bars.append((run_name(run), parts))
+    if per_sample:
+        return stacked_bars("Time per sample by phase", bars, unit="ms")
     return stacked_bars("Step time by phase", bars, unit="ms")
 
 
+def _timeline(run: Result, path: str) -> list[dict[str, Any]]:
+    """Rows of a ``{columns, rows}`` timeline as dicts."""
+    table = _get(run.metrics, path)
+    if not isinstance(table, Mapping):
+        return []
+    columns, rows = table.get("columns"), table.get("rows")
+    if not isinstance(columns, Sequence) or not isinstance(rows, Sequence):
+        return []
+    return [dict(zip(columns, row, strict=False)) for row in rows if isinstance(row, Sequence)]
+
+
 def memory_over_steps(runs: Sequence[Result]) -> str:
-    """Live memory per step, one line per run."""
+    """Process RSS per step, one line per run."""
     series: list[Series] = []
     for run in runs:
-        values = _get(run.metrics, "memory.per_step_mb", "memory.series_mb", "memory.live_mb")
-        if isinstance(values, Sequence) and not isinstance(values, (str, bytes)):
-            pts = [(float(i), v) for i, v in enumerate(_num(x) for x in values) if v is not None]
-            if pts:
-                series.append(Series(run_name(run), pts, dashed=bool(run.label and "base" in run.label.lower())))
-    return line_chart("Memory over steps", series, x_label="step", y_label="MB")
+        pts = []
+        for row in _timeline(run, "memory.timeline"):
+            step, rss = _num(row.get("step")), _num(row.get("rss_mb"))
+            if step is not None and rss is not None:
+                pts.append((step, rss))
+        if len(pts) >= 2:
+            series.append(Series(run_name(run), pts, dashed=bool(run.label and "base" in run.label.lower())))
+    return line_chart("Memory (RSS) over steps", series, x_label="step", y_label="MB")
 
 
 def utilisation_over_time(runs: Sequence[Result]) -> str:
-    """CPU and GPU utilisation samples over time."""
+    """Machine CPU, the workload's CPU and GPU utilisation over time."""
     series: list[Series] = []
     for run in runs:
-        samples = _get(run.metrics, "system.samples", "samples")
-        if not isinstance(samples, Sequence) or isinstance(samples, (str, bytes)):
-            continue
-        for key, name in (("cpu_percent", "CPU %"), ("gpu_util_percent", "GPU %")):
-            pts = []
-            for sample in samples:
-                if isinstance(sample, Mapping):
-                    t, v = _num(sample.get("t")), _num(sample.get(key))
-                    if t is not None and v is not None:
-                        pts.append((t, v))
-            if pts:
+        rows = _timeline(run, "system.timeline")
+        for key, name in (("process_cpu_percent", "workload CPU %"), ("gpu_util", "GPU %")):
+            pts = [
+                (t, v)
+                for t, v in ((_num(r.get("t_s")), _num(r.get(key))) for r in rows)
+                if t is not None and v is not None
+            ]
+            if len(pts) >= 2:
                 series.append(Series(f"{run_name(run)} {name}", pts))
-    return line_chart("Utilisation over time", series, x_label="seconds", y_label="%")
+    return line_chart("Utilisation over time", series[:8], x_label="seconds", y_label="%")
 
 
 def backend_latency(runs: Sequence[Result]) -> str:
-    """p50/p99 per backend from route runs."""
+    """p50 and p99 per path (through the router and straight to each backend) from route runs."""
     bars: list[tuple[str, list[tuple[str, float]]]] = []
     for run in runs:
-        backends = _get(run.metrics, "backends")
-        if not isinstance(backends, Sequence) or isinstance(backends, (str, bytes)):
+        paths = _get(run.metrics, "paths")
+        if not isinstance(paths, Sequence) or isinstance(paths, (str, bytes)) or run.command != "route":
             continue
-        for backend in backends:
-            if not isinstance(backend, Mapping):
+        for path in paths:
+            if not isinstance(path, Mapping):
                 continue
-            name = str(backend.get("url") or backend.get("name") or "?")
-            p50 = _num(_get(backend, "latency_ms.p50", "p50_ms"))
-            p99 = _num(_get(backend, "latency_ms.p99", "p99_ms"))
+            name = str(path.get("name") or path.get("url") or "?")
+            p50 = _num(_get(path, "p50_ms.value", "p50_ms"))
+            p99 = _num(_get(path, "p99_ms.value", "p99_ms"))
             if p50 is not None and p99 is not None:
-                bars.append((f"{run_name(run)} {name}"[-40:], [("p50", p50), ("p99 - p50", max(p99 - p50, 0.0))]))
-    return stacked_bars("Latency per backend", bars, unit="ms")
+                bars.append((name[-32:], [("p50", p50), ("p99 - p50", max(p99 - p50, 0.0))]))
+    return stacked_bars("Latency per path (router vs direct)", bars, unit="ms")
 
 
 def all_charts(runs: Sequence[Result]) -> list[str]:

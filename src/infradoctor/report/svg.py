@@ -72,7 +72,8 @@ def line_chart(title: str, series: Sequence[Series], *, x_label: str, y_label: s
     def py(y: float) -> float:
         return TOP + plot_h - (y / y_hi) * plot_h
 
-    parts = [_open(title)]
+    legend, legend_rows = _legend([s.name for s in series], y=HEIGHT - 8)
+    parts = [_open(title, HEIGHT + 14 * (legend_rows - 1))]
     for tick in y_ticks:
         y = py(tick)
         parts.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" stroke="#eee"/>')
@@ -95,7 +96,7 @@ def line_chart(title: str, series: Sequence[Series], *, x_label: str, y_label: s
         path = " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
         parts.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="2"{dash}/>')
         parts += [f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{color}"/>' for x, y in pts]
-    parts.append(_legend([s.name for s in series]))
+    parts.append(legend)
     parts.append("</svg>")
     return "".join(parts)
 
@@ -114,6 +115,8 @@ def stacked_bars(title: str, bars: Sequence[tuple[str, Sequence[tuple[str, float
     total_max = max(sum(v for _, v in parts) for _, parts in bars) or 1.0
     row_h = 26
     height = TOP + len(bars) * (row_h + 10) + 50
+    legend, legend_rows = _legend(names, y=height - 18)
+    height += 14 * (legend_rows - 1)
     label_w = 120
     plot_w = WIDTH - label_w - RIGHT - 10
     parts_svg = [_open(title, height)]
@@ -136,7 +139,7 @@ def stacked_bars(title: str, bars: Sequence[tuple[str, Sequence[tuple[str, float
         parts_svg.append(
             f'<text x="{x + 4:.1f}" y="{y + row_h / 2 + 4:.1f}" font-size="10">{total:.3g} {escape(unit)}</text>'
         )
-    parts_svg.append(_legend(names, y=height - 18))
+    parts_svg.append(legend)
     parts_svg.append("</svg>")
     return "".join(parts_svg)
 
@@ -160,12 +163,17 @@ def _axes(x_label: str, y_label: str) -> str:
     )
 
 
-def _legend(names: Sequence[str], y: float = HEIGHT - 8) -> str:
+def _legend(names: Sequence[str], y: float = HEIGHT - 8) -> tuple[str, int]:
+    """Legend entries left to right, wrapping onto new rows; returns the SVG and the number of rows."""
     parts = []
-    x = float(LEFT)
+    x, row = float(LEFT), 0
     for i, name in enumerate(names):
+        width = 24 + 6.2 * len(name)
+        if x + width > WIDTH - RIGHT and x > LEFT:
+            x, row = float(LEFT), row + 1
+        yy = y + 14 * row
         color = PALETTE[i % len(PALETTE)]
-        parts.append(f'<rect x="{x:.0f}" y="{y - 9:.0f}" width="10" height="10" fill="{color}"/>')
-        parts.append(f'<text x="{x + 14:.0f}" y="{y:.0f}" font-size="10">{escape(name)}</text>')
-        x += 24 + 6.2 * len(name)
-    return "".join(parts)
+        parts.append(f'<rect x="{x:.0f}" y="{yy - 9:.0f}" width="10" height="10" fill="{color}"/>')
+        parts.append(f'<text x="{x + 14:.0f}" y="{yy:.0f}" font-size="10">{escape(name)}</text>')
+        x += width
+    return "".join(parts), row + 1

@@ -12,6 +12,7 @@ from infradoctor.report.html import html_page
 from infradoctor.report.markdown import md_escape
 from infradoctor.report.sections import format_value
 from infradoctor.report.writeup import Writeup, finding_line
+from infradoctor.result import Result
 
 CHANGE_COLUMNS = ("metric", "before", "after", "change", "95% CI of change", "verdict")
 
@@ -102,9 +103,20 @@ def to_html(writeup: Writeup) -> str:
             body += ["<tr>" + "".join(f"<td>{escape(c)}</td>" for c in change_cells(r)) + "</tr>" for r in rows]
             body.append("</table>")
     body.append("</section>")
-    charts = all_charts(writeup.runs)
-    if charts:
-        body.append('<section id="charts"><h2>Charts</h2>' + "".join(f"<div>{c}</div>" for c in charts) + "</section>")
+    groups: list[tuple[str, list[Result]]] = [
+        (pair.scenario or pair.after.command, [pair.before, pair.after]) for pair in writeup.pairs
+    ]
+    paired = {id(r) for _, runs in groups for r in runs}
+    rest = [r for r in writeup.runs if id(r) not in paired]
+    if rest:
+        groups.append(("other runs", rest))
+    chart_html = []
+    for name, runs in groups:
+        charts = all_charts(runs)
+        if charts:
+            chart_html.append(f"<h3>{escape(name)}</h3>" + "".join(f'<div class="chart">{c}</div>' for c in charts))
+    if chart_html:
+        body.append('<section id="charts"><h2>Charts</h2>' + "".join(chart_html) + "</section>")
     body += [
         '<section id="risks"><h2>Risks / tradeoffs</h2>',
         bullets(list(writeup.risks) or ["None identified."]),
