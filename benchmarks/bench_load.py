@@ -117,8 +117,9 @@ def start_nginx(tmp: Path) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
     conf = tmp / "nginx.conf"
     conf.write_text(NGINX_CONF.format(prefix=tmp, port=port))
-    proc = subprocess.Popen([binary, "-p", str(tmp), "-c", str(conf)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [binary, "-p", str(tmp), "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     if not wait_until(lambda: port_open("127.0.0.1", port), timeout=10, alive=lambda: proc.poll() is None):
         raise SystemExit("nginx did not start")
     return proc, port
@@ -128,8 +129,12 @@ def run_wrk(url: str, connections: int, duration: float) -> float | None:
     binary = which("wrk")
     if binary is None:
         return None
-    out = subprocess.run([binary, "-t1", f"-c{connections}", f"-d{max(1, round(duration))}s", url],
-                         capture_output=True, text=True, timeout=duration + 30).stdout
+    out = subprocess.run(
+        [binary, "-t1", f"-c{connections}", f"-d{max(1, round(duration))}s", url],
+        capture_output=True,
+        text=True,
+        timeout=duration + 30,
+    ).stdout
     match = re.search(r"Requests/sec:\s+([\d.]+)", out)
     return float(match.group(1)) if match else None
 
@@ -138,8 +143,12 @@ def run_hey(url: str, connections: int, duration: float) -> float | None:
     binary = which("hey")
     if binary is None:
         return None
-    out = subprocess.run([binary, "-c", str(connections), "-z", f"{max(1, round(duration))}s", url],
-                         capture_output=True, text=True, timeout=duration + 60).stdout
+    out = subprocess.run(
+        [binary, "-c", str(connections), "-z", f"{max(1, round(duration))}s", url],
+        capture_output=True,
+        text=True,
+        timeout=duration + 60,
+    ).stdout
     match = re.search(r"Requests/sec:\s+([\d.]+)", out)
     return float(match.group(1)) if match else None
 
@@ -151,15 +160,21 @@ def throughput(url: str, args: argparse.Namespace) -> dict[str, float | None]:
     wrk: list[float] = []
     hey: list[float] = []
     for rep in range(args.reps):
-        point = run_point(RequestSpec(url, capture_headers=()), concurrency=args.connections,
-                          duration_s=args.duration, timeout_s=10)
+        point = run_point(
+            RequestSpec(url, capture_headers=()), concurrency=args.connections, duration_s=args.duration, timeout_s=10
+        )
         assert point.latency.count == point.completed, "every request is timed into the histogram"
         ours.append(point.throughput_rps)
         point = run_point(RequestSpec(url), concurrency=args.connections, duration_s=args.duration, timeout_s=10)
         ours_headers.append(point.throughput_rps)
         if args.processes > 1:
-            point = run_point(RequestSpec(url, capture_headers=()), concurrency=args.connections,
-                              duration_s=args.duration, timeout_s=10, processes=args.processes)
+            point = run_point(
+                RequestSpec(url, capture_headers=()),
+                concurrency=args.connections,
+                duration_s=args.duration,
+                timeout_s=10,
+                processes=args.processes,
+            )
             ours_procs.append(point.throughput_rps)
         w = run_wrk(url, args.connections, args.duration)
         h = run_hey(url, args.connections, args.duration)
@@ -168,27 +183,45 @@ def throughput(url: str, args: argparse.Namespace) -> dict[str, float | None]:
         if h:
             hey.append(h)
         procs = f", {args.processes} processes {ours_procs[-1]:,.0f}" if ours_procs else ""
-        print(f"  round {rep + 1}: infradoctor {ours[-1]:,.0f} (headers on {ours_headers[-1]:,.0f}{procs})  "
-              f"wrk {w or 0:,.0f}  hey {h or 0:,.0f} req/s", flush=True)
-    med = {name: statistics.median(v) if v else None
-           for name, v in (("infradoctor", ours), ("infradoctor_headers", ours_headers),
-                           ("infradoctor_processes", ours_procs), ("wrk", wrk), ("hey", hey))}
-    print(f"throughput (median of {args.reps}, -c {args.connections}): infradoctor {med['infradoctor']:,.0f}, "
-          f"with header capture {med['infradoctor_headers']:,.0f}, wrk {med['wrk'] or 0:,.0f}, "
-          f"hey {med['hey'] or 0:,.0f} req/s")
+        print(
+            f"  round {rep + 1}: infradoctor {ours[-1]:,.0f} (headers on {ours_headers[-1]:,.0f}{procs})  "
+            f"wrk {w or 0:,.0f}  hey {h or 0:,.0f} req/s",
+            flush=True,
+        )
+    med = {
+        name: statistics.median(v) if v else None
+        for name, v in (
+            ("infradoctor", ours),
+            ("infradoctor_headers", ours_headers),
+            ("infradoctor_processes", ours_procs),
+            ("wrk", wrk),
+            ("hey", hey),
+        )
+    }
+    print(
+        f"throughput (median of {args.reps}, -c {args.connections}): infradoctor {med['infradoctor']:,.0f}, "
+        f"with header capture {med['infradoctor_headers']:,.0f}, wrk {med['wrk'] or 0:,.0f}, "
+        f"hey {med['hey'] or 0:,.0f} req/s"
+    )
     if med["wrk"]:
         print(f"ratio infradoctor/wrk = {med['infradoctor'] / med['wrk']:.2f}  (goal >= 1.0)")
     if med["infradoctor_processes"] and med["wrk"]:
-        print(f"ratio infradoctor({args.processes} processes)/wrk = {med['infradoctor_processes'] / med['wrk']:.2f}"
-              f"  (hey uses every core; wrk -t1 one)")
+        print(
+            f"ratio infradoctor({args.processes} processes)/wrk = {med['infradoctor_processes'] / med['wrk']:.2f}"
+            f"  (hey uses every core; wrk -t1 one)"
+        )
     if med["hey"]:
         print(f"ratio infradoctor/hey = {med['infradoctor'] / med['hey']:.2f}  (goal >= 2.0)")
     return med
 
 
 def memory(url: str, args: argparse.Namespace) -> None:
-    out = subprocess.run([sys.executable, "-c", MEMORY_CHILD, url, str(args.long_requests), str(args.connections),
-                          str(ROOT / "src")], capture_output=True, text=True, timeout=args.long_requests / 2000 + 120)
+    out = subprocess.run(
+        [sys.executable, "-c", MEMORY_CHILD, url, str(args.long_requests), str(args.connections), str(ROOT / "src")],
+        capture_output=True,
+        text=True,
+        timeout=args.long_requests / 2000 + 120,
+    )
     if out.returncode != 0:
         print("memory run failed:", out.stderr[-2000:])
         return
@@ -200,40 +233,52 @@ def memory(url: str, args: argparse.Namespace) -> None:
     end = samples[-1]
     growth = (end[1] - start[1]) / 1e6 / max(1, end[0] - start[0]) * 1e6
     projected = end[1] / 1e6 + growth * max(0.0, (10_000_000 - end[0]) / 1e6)
-    print(f"memory: {data['completed']:,} requests at {data['throughput_rps']:,.0f} req/s, peak RSS {peak_mb:.1f} MB, "
-          f"growth {growth:.2f} MB per million requests, projected RSS at 10M requests {projected:.1f} MB "
-          f"(goal < 200 MB)")
+    print(
+        f"memory: {data['completed']:,} requests at {data['throughput_rps']:,.0f} req/s, peak RSS {peak_mb:.1f} MB, "
+        f"growth {growth:.2f} MB per million requests, projected RSS at 10M requests {projected:.1f} MB "
+        f"(goal < 200 MB)"
+    )
 
 
 def tail_accuracy(tmp: Path, args: argparse.Namespace) -> None:
     port = free_port()
     script = tmp / "stall_server.py"
     script.write_text(textwrap.dedent(STALL_SERVER))
-    proc = subprocess.Popen([sys.executable, str(script), str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         url = f"http://127.0.0.1:{port}/"
         if not wait_for_http(url, timeout=30, proc=proc):
             print("tail: stall server did not start")
             return
         # the server's unstalled service time, measured between stalls (short closed-loop probe)
-        probe = run_point(RequestSpec(url, capture_headers=()), concurrency=1, requests=40, duration_s=None,
-                          timeout_s=5)
+        probe = run_point(
+            RequestSpec(url, capture_headers=()), concurrency=1, requests=40, duration_s=None, timeout_s=5
+        )
         service_ms = probe.latency.percentiles_us([50.0])[0] / 1000.0
         expected_ms = service_ms + 950.0
-        point = run_point(RequestSpec(url, capture_headers=()), rate=args.tail_rate, arrivals="constant",
-                          duration_s=args.tail_seconds, timeout_s=10)
+        point = run_point(
+            RequestSpec(url, capture_headers=()),
+            rate=args.tail_rate,
+            arrivals="constant",
+            duration_s=args.tail_seconds,
+            timeout_s=10,
+        )
         measured = point.latency.percentiles_us([99.0])[0] / 1000.0
         assert point.latency_from_send is not None
         from_send = point.latency_from_send.percentiles_us([99.0])[0] / 1000.0
-        closed = run_point(RequestSpec(url, capture_headers=()), concurrency=2, duration_s=args.tail_seconds,
-                           timeout_s=10)
+        closed = run_point(
+            RequestSpec(url, capture_headers=()), concurrency=2, duration_s=args.tail_seconds, timeout_s=10
+        )
         closed_p99 = closed.latency.percentiles_us([99.0])[0] / 1000.0
         error = measured / expected_ms - 1.0
-        print(f"tail: service {service_ms:.1f} ms, open loop {args.tail_rate:g} req/s for {args.tail_seconds:g} s "
-              f"({point.completed} requests): p99 {measured:.0f} ms (from send {from_send:.0f} ms), expected "
-              f"{expected_ms:.0f} ms, error {error:+.1%} (goal within 10%); closed loop c=2 p99 {closed_p99:.0f} ms "
-              f"(coordinated omission)")
+        print(
+            f"tail: service {service_ms:.1f} ms, open loop {args.tail_rate:g} req/s for {args.tail_seconds:g} s "
+            f"({point.completed} requests): p99 {measured:.0f} ms (from send {from_send:.0f} ms), expected "
+            f"{expected_ms:.0f} ms, error {error:+.1%} (goal within 10%); closed loop c=2 p99 {closed_p99:.0f} ms "
+            f"(coordinated omission)"
+        )
     finally:
         stop_process(proc, grace_s=2.0)
 

@@ -209,6 +209,7 @@ def test_cli_sweep_result_and_renderers(cli, sick: Running, tmp_path: Path, resu
     assert 0 < len(metrics["distributions"]["latency_ms"]) <= 5000
     assert set(metrics["points"][0]["server_timing_ms"]) == {"db", "infer", "total"}
     assert "Load points" in run.stdout and "Server-side stages" in run.stdout
+    assert "c=1" in run.stderr and "c=2" in run.stderr  # one progress line per finished point
     for fmt in ("md", "html"):
         shown = cli("show", "latest", "--format", fmt)
         assert shown.exit_code == 0 and "Load points" in shown.stdout
@@ -330,3 +331,58 @@ def test_generic_sse_stream_timing(sick: Running) -> None:
     stream = point.to_dict()["stream"]
     assert stream["output_tokens"] == 12  # 5 token events + the usage event per stream; [DONE] is not counted
     assert 95.0 <= stream["ttft_ms"]["p50"] <= 160.0
+
+
+def test_cli_auto_concurrency_finds_serialization(cli, fastapi_server: Running, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    run = cli("load", f"{fastapi_server.url}/blocking", "-d", "1", "--timeout", "10", "--json", str(out))
+    assert run.exit_code == 0, run.stderr
+    data = json.loads(out.read_text())
+    levels = [p["concurrency"] for p in data["metrics"]["points"]]
+    assert levels[:3] == [1, 2, 4] and data["metrics"]["stop_reason"] == "knee"
+    assert data["metrics"]["knee"]["concurrency"] == 1
+    assert {"S001", "S008"} <= {f["code"] for f in data["findings"]}
+
+
+def test_cli_bodies_rotation_headers_and_4xx(cli, sick: Running, tmp_path: Path) -> None:
+    bodies = tmp_path / "bodies.jsonl"
+    bodies.write_text('{"x": 1}\n{not json\n\n')
+    out = tmp_path / "r.json"
+    run = cli(
+        "load",
+        f"{sick.url}/echo",
+        "--bodies",
+        str(bodies),
+        "-H",
+        "X-Test: yes",
+        "-c",
+        "2",
+        "-n",
+        "40",
+        "--json",
+        str(out),
+    )
+    assert run.exit_code == 0, run.stderr
+    point = json.loads(out.read_text())["metrics"]["points"][0]
+    assert point["errors"] == {"http_4xx": 20} and point["ok"] == 20  # every second body is not JSON
+    assert point["status_counts"] == {"200": 20, "400": 20}
+    run = cli("load", f"{sick.url}/echo", "--body-json", '{"x": 1}', "-c", "1", "-n", "5", "--json", str(out))
+    assert json.loads(out.read_text())["metrics"]["points"][0]["errors"] == {"http_4xx": 5}  # no X-Test header
+    bad = cli("load", f"{sick.url}/echo", "--body-json", "{nope", "-n", "1")
+    assert bad.exit_code == 2 and "not valid JSON" in bad.stderr
+    assert cli("load", "ftp://x/").exit_code == 2
+    assert cli("load", f"{sick.url}/", "-H", "nocolon").exit_code == 2
+    assert cli("load", f"{sick.url}/", "--rate", "auto", "--slo", "fast").exit_code == 2
+
+
+@pytest.mark.parametrize("pure_python", [False, True])
+def test_connection_close_responses_reconnect(sick: Running, pure_python: bool) -> None:
+    point = run_point(
+        RequestSpec(f"{sick.url}/close"),
+        concurrency=2,
+        requests=40,
+        duration_s=None,
+        timeout_s=5,
+        pure_python_parser=pure_python,
+    )
+    assert point.ok == 40 and point.errors == {}

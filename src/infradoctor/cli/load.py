@@ -109,8 +109,13 @@ class LoadCommand(Command):
         )
         parser.add_argument("--insecure", "-k", action="store_true", help="https: skip certificate verification")
         parser.add_argument("--seed", type=int, default=0, help="seed for poisson arrivals and sampling")
-        parser.add_argument("--processes", "-p", type=int, default=1,
-                            help="generator processes per point (each runs a share; histograms are merged)")
+        parser.add_argument(
+            "--processes",
+            "-p",
+            type=int,
+            default=1,
+            help="generator processes per point (each runs a share; histograms are merged)",
+        )
         parser.add_argument(
             "--calibrate",
             action="store_true",

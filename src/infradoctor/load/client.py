@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from infradoctor.load import pyparser
@@ -24,8 +25,6 @@ except ImportError:  # pragma: no cover - the fallback is tested by forcing it
     httptools = None  # type: ignore[assignment]
     _ParserError = (pyparser.HttpParserError,)
     HAVE_HTTPTOOLS = False
-
-_perf = time.perf_counter
 
 
 class Driver(Protocol):
@@ -54,6 +53,8 @@ class Connection(asyncio.Protocol):
     """One keep-alive connection carrying one request at a time."""
 
     pure_python = False
+    clock: Callable[[], float] = staticmethod(time.perf_counter)
+    """Monotonic clock in seconds for every timestamp (injectable for tests)."""
     no_body = False
     """Responses carry no body (requests are HEAD)."""
     has_state = False
@@ -126,14 +127,18 @@ class Connection(asyncio.Protocol):
 
     # driver side
     def send(self, data: bytes, t_intended: float, index: int) -> None:
-        """Write one request; the response is reported to the driver."""
+        """Write one request; the response is reported to the driver.
+
+        ``t_intended`` is when the request was meant to (open loop) or decided to (closed loop, before a connect)
+        start; 0 means "now", at the write.
+        """
         self.busy = True
         self.received = False
-        self.t_intended = t_intended
         self.index = index
         if self.has_state:
             self.prepare()
-        self.t_send = _perf()
+        self.t_send = now = self.clock()
+        self.t_intended = t_intended or now
         self.transport.write(data)  # type: ignore[union-attr]
 
     def prepare(self) -> None:
@@ -236,7 +241,7 @@ class StreamConnection(HeaderConnection):
     def on_body(self, body: bytes) -> None:
         count = self.sse.feed(body)
         if count:
-            now = _perf()
+            now = self.clock()
             if self.tokens == 0:
                 self.t_first_token = now
             else:
@@ -258,7 +263,13 @@ def _complete_at_headers(self: Connection) -> None:
 
 
 def connection_class(
-    *, capture: frozenset[bytes], stream: bool, openai: bool, pure_python: bool, no_body: bool = False
+    *,
+    capture: frozenset[bytes],
+    stream: bool,
+    openai: bool,
+    pure_python: bool,
+    no_body: bool = False,
+    clock: Callable[[], float] | None = None,
 ) -> type[Connection]:
     """The leanest connection class that does what the spec asks (``no_body`` for responses to HEAD)."""
     base: type[Connection]
@@ -269,6 +280,8 @@ def connection_class(
     else:
         base = Connection
     attrs: dict[str, Any] = {"pure_python": pure_python}
+    if clock is not None:
+        attrs["clock"] = staticmethod(clock)
     if issubclass(base, HeaderConnection):
         attrs["capture"] = capture
     if stream:
