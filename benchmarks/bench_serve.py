@@ -5,6 +5,9 @@ on, in alternating slices within one run; the overhead is the difference of the 
 (the slices least disturbed by other processes; the difference of the median slices is printed too). Variants: middleware with two stages; with Prometheus metrics; with metrics and the JSON log line (handler
 that drops records). Both a raw ASGI app and a FastAPI app are measured.
 
+Loop-lag monitor: a busy event loop (yields with a little Python work) timed with and without the monitor watching
+(paired slices), and the CPU the monitor uses on an idle loop.
+
 End to end: two uvicorn servers (same FastAPI app, with and without the middleware) driven alternately by `hey`
 (the peer load generator) on loopback; the ratio of throughputs and the difference of mean latencies are printed.
 
@@ -33,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from infradoctor.procs import free_port, stop_process, wait_for_http  # noqa: E402
-from infradoctor.serve import ACCESS_LOGGER, ServeMetrics, TimingMiddleware, stage  # noqa: E402
+from infradoctor.serve import ACCESS_LOGGER, LoopLagMonitor, ServeMetrics, TimingMiddleware, stage  # noqa: E402
 
 GOAL_US = 50.0
 
@@ -114,6 +117,58 @@ def in_process(label: str, make: Callable[[dict[str, Any] | None], Any], variant
               f"{median_overhead:+.1f})  ratio {on / off:.3f}  "
               f"(goal < {GOAL_US:.0f} us: {'ok' if on - off < GOAL_US else 'MISSED'})")
     return overheads
+
+
+async def busy_loop(iterations: int) -> float:
+    """Seconds for ``iterations`` yields through the event loop, each with a little Python work."""
+    start = time.perf_counter()
+    for i in range(iterations):
+        sum(range(20 + i % 3))
+        await asyncio.sleep(0)
+    return time.perf_counter() - start
+
+
+def loop_monitor_cost(slices: int, per_slice: int) -> float:
+    """Relative slowdown of a busy event loop while a LoopLagMonitor watches it (alternating slices)."""
+    loop = asyncio.new_event_loop()
+    monitor = LoopLagMonitor()
+    times: dict[str, list[float]] = {"off": [], "on": []}
+    try:
+        loop.run_until_complete(busy_loop(per_slice))
+        for _ in range(slices):
+            times["off"].append(loop.run_until_complete(busy_loop(per_slice)))
+            monitor.start(loop)
+            times["on"].append(loop.run_until_complete(busy_loop(per_slice)))
+            monitor.stop()
+    finally:
+        loop.close()
+    # Adjacent slices see similar interference from other processes: the median of paired ratios is the estimate.
+    ratio = statistics.median(on / off for on, off in zip(times["on"], times["off"], strict=True))
+    per_yield_us = min(times["off"]) / per_slice * 1e6
+    print(f"loop-lag monitor: busy loop {per_yield_us:.2f} us per yield; with the monitor x{ratio:.3f} "
+          f"({(ratio - 1) * 100:+.1f}%, median of {slices} paired slices; fastest slices "
+          f"x{min(times['on']) / min(times['off']):.3f})")
+    return ratio
+
+
+def loop_monitor_cpu(seconds: float) -> float:
+    """CPU the monitor itself uses (watchdog wake-ups and callbacks), in % of one core, on an idle loop."""
+    loop = asyncio.new_event_loop()
+    try:
+        start_cpu = time.process_time()
+        loop.run_until_complete(asyncio.sleep(seconds))
+        idle = time.process_time() - start_cpu
+        monitor = LoopLagMonitor().start(loop)
+        start_cpu = time.process_time()
+        loop.run_until_complete(asyncio.sleep(seconds))
+        watched = time.process_time() - start_cpu
+        evidence = monitor.stop()
+    finally:
+        loop.close()
+    percent = max(0.0, watched - idle) / seconds * 100
+    print(f"loop-lag monitor: {evidence.beats} callbacks in {seconds:g} s cost {percent:.3f}% of a core "
+          f"(idle loop without it: {idle / seconds * 100:.3f}%)")
+    return percent
 
 
 SERVER = """
@@ -206,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
                      args.slices, args.per_slice)
     fast = in_process("FastAPI ", fastapi_app, variants(), args.slices, max(1, args.per_slice // 2))
     worst = max(*raw.values(), *fast.values())
+    loop_monitor_cost(max(3, args.slices // 2), 100000)
+    loop_monitor_cpu(3.0)
     if not args.no_e2e:
         end_to_end(args.requests, args.rounds)
     print(f"ratio worst in-process overhead / goal: {worst / GOAL_US:.2f} ({worst:.1f} us of {GOAL_US:.0f} us)")

@@ -157,3 +157,20 @@ def test_steps_limit_and_module_form(tmp_path: Path) -> None:
     assert result.metrics["workload"]["stop_reason"] == "steps"
     assert 50 <= result.metrics["steps"]["count"] <= 52
     assert result.metrics["throughput"]["batch_size"] == 32
+
+
+def test_console_script_is_instrumented_through_sitecustomize(tmp_path: Path) -> None:
+    tool = tmp_path / "score-tool"
+    tool.write_text(f"#!{sys.executable}\n" + textwrap.dedent("""
+        import torch
+        model = torch.nn.Linear(8, 8)
+        with torch.no_grad():
+            for _ in range(40):
+                model(torch.randn(4, 8))
+    """), encoding="utf-8")
+    tool.chmod(0o755)
+    assert plan_command([str(tool)]).mode == "sitecustomize"
+    result = profile_run([str(tool)], ProfileOptions(), timeout_s=100)
+    assert result.exit_status == 0 and not result.errors
+    assert result.metrics["workload"]["torch_imported"] is True
+    assert result.metrics["steps"]["count"] >= 35

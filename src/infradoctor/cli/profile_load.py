@@ -27,10 +27,10 @@ def add_load_options(parser: argparse.ArgumentParser) -> None:
     """The ``service under load`` option group."""
     group = parser.add_argument_group(
         "service under load",
-        "with --load-url the command starts a server: it is profiled while a load sweep runs against URL, then "
-        "stopped (SIGINT, SIGTERM, SIGKILL); findings cover the workload (P), the service (S002 blocked event loop "
-        "with its line, S004 model copy per worker) and the load (S001 serialized, S003 no backpressure, S005 cold "
-        "start, knee)",
+        "With --load-url the command starts a server: it is profiled while a load sweep runs against URL,\n"
+        "then stopped (SIGINT, SIGTERM, SIGKILL). Findings cover the workload (P001-P015), the service\n"
+        "(S002 blocked event loop with its line, S004 model copy per worker) and the load (S001, S003, S005,\n"
+        "the knee).",
     )
     group.add_argument("--load-url", metavar="URL", help="drive load at this URL of the server the command starts")
     group.add_argument("--ready-url", metavar="URL",

@@ -28,8 +28,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-DEFAULT_INTERVAL_S = 0.02
-"""How often the watchdog posts a callback into the loop."""
+DEFAULT_INTERVAL_S = 0.05
+"""How often the watchdog posts a callback into the loop (it wakes once per period while the loop keeps up)."""
 
 DEFAULT_STALL_THRESHOLD_S = 0.1
 """A callback that waits at least this long marks a stall (100 ms: a request's worth of latency for most APIs)."""
@@ -378,11 +378,15 @@ class LoopLagMonitor:
                 loop.call_soon_threadsafe(beat)
             except RuntimeError:  # the loop was closed between the check and the call
                 break
-            if not beat.ran.wait(self.stall_threshold_s):
-                self._sample_stall(loop, beat, sent)
+            # One wake-up per period while the loop keeps up (each wake-up costs the loop a GIL hand-off): sleep a
+            # period, then look whether the callback ran; only a late callback is waited for.
+            stopping = self._stop.wait(self.interval_s)
+            if beat.ran_at is None and not stopping:
+                remaining = sent + self.stall_threshold_s - self.clock()
+                if remaining <= 0 or not beat.ran.wait(remaining):
+                    self._sample_stall(loop, beat, sent)
             if beat.ran_at is not None:
                 self._record(sent, beat.ran_at)
-            self._stop.wait(max(0.0, self.interval_s - (self.clock() - sent)))
         if self._stopped_at is None and self._started_at is not None:
             self._stopped_at = self.clock()
 

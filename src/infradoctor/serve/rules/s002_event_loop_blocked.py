@@ -11,7 +11,7 @@ Why it matters:
     other request waits, so requests are served one at a time (S001) and tail latency grows with concurrency.
 
 How it is measured:
-    :class:`~infradoctor.serve.looplag.LoopLagMonitor` posts a callback into the loop every 20 ms from a watchdog
+    :class:`~infradoctor.serve.looplag.LoopLagMonitor` posts a callback into the loop every 50 ms from a watchdog
     thread and measures how late it runs. While a callback is late by more than the stall threshold, the watchdog
     samples the loop thread's stack (``sys._current_frames``) and keeps the innermost frame in user code; the
     site with the most blocked time becomes the finding's location. Severity is high when stalls take at least
