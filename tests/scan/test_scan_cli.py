@@ -226,3 +226,22 @@ def test_pre_commit_hook_entry_runs(cli, project: Path) -> None:
     run = cli(*argv[1:], "service.py", "clean.py")
     assert run.exit_code == 1 and "service.py:10:13: C001" in run.stdout and "Found" not in run.stdout
     assert cli(*argv[1:], "clean.py").exit_code == 0
+
+
+def test_a_failing_rule_is_an_error_note_not_a_crash(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from infradoctor.scan import engine
+    from infradoctor.scan.rules import c014_unsafe_torch_load as c014
+
+    def broken(call, ctx):
+        raise RuntimeError("injected fault")
+
+    monkeypatch.setattr(c014, "check", broken)
+    engine.rule_set.cache_clear()
+    try:
+        report = scan_paths(["service.py", "clean.py"], ScanOptions())
+    finally:
+        monkeypatch.undo()
+        engine.rule_set.cache_clear()
+    assert [(p.path, p.kind) for p in report.problems] == [("service.py", "internal-error")]
+    assert "injected fault" in report.problems[0].message
+    assert report.files_scanned == 1  # clean.py has no torch.load call, so the broken hook never ran there
