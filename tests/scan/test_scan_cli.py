@@ -245,3 +245,15 @@ def test_a_failing_rule_is_an_error_note_not_a_crash(project: Path, monkeypatch:
     assert [(p.path, p.kind) for p in report.problems] == [("service.py", "internal-error")]
     assert "injected fault" in report.problems[0].message
     assert report.files_scanned == 1  # clean.py has no torch.load call, so the broken hook never ran there
+
+
+def test_runs_as_a_process(project: Path, isolated_store: Path) -> None:
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    done = subprocess.run([sys.executable, "-m", "infradoctor", "scan", "service.py", "--format", "sarif"],
+                          capture_output=True, text=True, timeout=120, check=False, env=env)
+    assert done.returncode == 1, done.stderr
+    assert json.loads(done.stdout)["runs"][0]["results"]
+    assert list(isolated_store.glob("**/*.json")), "the run was not stored"
