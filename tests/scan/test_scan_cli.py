@@ -257,3 +257,14 @@ def test_runs_as_a_process(project: Path, isolated_store: Path) -> None:
     assert done.returncode == 1, done.stderr
     assert json.loads(done.stdout)["runs"][0]["results"]
     assert list(isolated_store.glob("**/*.json")), "the run was not stored"
+
+
+def test_pyproject_exclude_and_select(project: Path) -> None:
+    (project / "pyproject.toml").write_text(
+        '[tool.infradoctor.scan]\nselect = ["C01"]\nexclude = ["generated/*"]\n', encoding="utf-8")
+    (project / "generated").mkdir()
+    (project / "generated" / "model_io.py").write_text("import torch\nx = torch.load('x')\n", encoding="utf-8")
+    report = scan_paths(["."], ScanOptions())
+    assert report.selected == ("C010", "C011", "C012", "C013", "C014")
+    assert {v.path for v in report.violations} == {"service.py"}
+    assert {v.code for v in report.violations} == {"C014"}
