@@ -226,3 +226,45 @@ def test_pre_commit_hook_entry_runs(cli, project: Path) -> None:
     run = cli(*argv[1:], "service.py", "clean.py")
     assert run.exit_code == 1 and "service.py:10:13: C001" in run.stdout and "Found" not in run.stdout
     assert cli(*argv[1:], "clean.py").exit_code == 0
+
+
+def test_a_failing_rule_is_an_error_note_not_a_crash(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from infradoctor.scan import engine
+    from infradoctor.scan.rules import c014_unsafe_torch_load as c014
+
+    def broken(call, ctx):
+        raise RuntimeError("injected fault")
+
+    monkeypatch.setattr(c014, "check", broken)
+    engine.rule_set.cache_clear()
+    try:
+        report = scan_paths(["service.py", "clean.py"], ScanOptions())
+    finally:
+        monkeypatch.undo()
+        engine.rule_set.cache_clear()
+    assert [(p.path, p.kind) for p in report.problems] == [("service.py", "internal-error")]
+    assert "injected fault" in report.problems[0].message
+    assert report.files_scanned == 1  # clean.py has no torch.load call, so the broken hook never ran there
+
+
+def test_runs_as_a_process(project: Path, isolated_store: Path) -> None:
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    done = subprocess.run([sys.executable, "-m", "infradoctor", "scan", "service.py", "--format", "sarif"],
+                          capture_output=True, text=True, timeout=120, check=False, env=env)
+    assert done.returncode == 1, done.stderr
+    assert json.loads(done.stdout)["runs"][0]["results"]
+    assert list(isolated_store.glob("**/*.json")), "the run was not stored"
+
+
+def test_pyproject_exclude_and_select(project: Path) -> None:
+    (project / "pyproject.toml").write_text(
+        '[tool.infradoctor.scan]\nselect = ["C01"]\nexclude = ["generated/*"]\n', encoding="utf-8")
+    (project / "generated").mkdir()
+    (project / "generated" / "model_io.py").write_text("import torch\nx = torch.load('x')\n", encoding="utf-8")
+    report = scan_paths(["."], ScanOptions())
+    assert report.selected == ("C010", "C011", "C012", "C013", "C014")
+    assert {v.path for v in report.violations} == {"service.py"}
+    assert {v.code for v in report.violations} == {"C014"}

@@ -86,7 +86,7 @@ class FileProblem:
     """File path as displayed."""
     kind: str
     """``parse-error``, ``decode-error``, ``too-large``, ``too-complex``, ``unreadable``, ``not-found``,
-    ``symlink-loop``, ``fix-failed``."""
+    ``symlink-loop``, ``fix-failed``, ``internal-error``."""
     message: str
     """Human-readable reason."""
     line: int | None = None
@@ -438,6 +438,10 @@ def _scan_file(path: Path, config: ScanConfig, options: ScanOptions, problems: l
         return None
     except (ValueError, MemoryError) as exc:
         problems.append(FileProblem(display, "parse-error", f"{type(exc).__name__}: {exc}"))
+        return None
+    except Exception as exc:  # noqa: BLE001 - a bug in one rule must not lose the rest of the scan
+        problems.append(FileProblem(display, "internal-error", f"the checker failed on this file "
+                                    f"({type(exc).__name__}: {exc}); please report it"))
         return None
     if options.fix and any(h.edit for h in outcome.hits):
         outcome = _fix_file(path, display, data, text, outcome, codes, problems, fixes)

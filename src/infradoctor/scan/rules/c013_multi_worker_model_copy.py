@@ -2,9 +2,9 @@
 
 What it detects:
     A file that starts a server with more than one worker process (``uvicorn.run(..., workers=N)`` or
-    ``uvicorn.Config(..., workers=N)`` with N > 1 or not a literal, ``gunicorn``-style ``workers = N`` at module
-    level next to a uvicorn worker class) and puts a model on the GPU (``model.cuda()``, ``model.to("cuda")``,
-    ``.to(device)`` with a CUDA device, a load with ``device="cuda"``/``device_map=...``).
+    ``uvicorn.Config(..., workers=N)`` with N > 1 or not a literal) and puts a model on the GPU
+    (``model.cuda()``, ``model.to("cuda")``, ``.to(device)`` with a CUDA device, a load with ``device="cuda"`` or
+    ``device_map=...``).
 
 Why it matters:
     Each worker process imports the app and loads the model: N copies of the weights on the same GPU, N CUDA
@@ -13,7 +13,8 @@ Why it matters:
 
 How it is measured:
     Statically, within one file: worker counts from the server call's keywords; GPU placement from calls on
-    model-like names. An app started from another file (``"pkg.main:app"``) is not followed.
+    model-like names. An app started from another file (``"pkg.main:app"``), gunicorn configuration files and
+    command lines are not followed.
 
 Fix:
     One worker per GPU with request batching inside it (or a model server such as Triton, TorchServe, vLLM,
@@ -34,7 +35,7 @@ def check(call: CallInfo, ctx: FileContext) -> None:
     """Collect worker counts and GPU placement of models."""
     state: dict[str, list[Hit]] = ctx.data.setdefault(CODE, {"servers": [], "gpu": []})
     node = call.node
-    if call.name in ("run", "Config") and call.qualname in ("uvicorn.run", "uvicorn.Config", "hypercorn.run"):
+    if call.name in ("run", "Config") and call.qualname in ("uvicorn.run", "uvicorn.Config"):
         kw = call.keyword("workers")
         if kw is None:
             return
