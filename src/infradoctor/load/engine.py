@@ -50,6 +50,8 @@ CONNECT_RETRY_DELAY_S = 0.001
 """Pause before a closed-loop worker retries after a failed connect (avoids a busy spin on a dead port)."""
 PACER_MIN_SLEEP_S = 0.001
 """Shortest pacer sleep (event-loop timers have millisecond resolution; shorter sleeps busy-spin)."""
+OPEN_WINDOW_MAX_SHIFT = 0.5
+"""Open-loop throughput is measured between first and last completion when they span at least half the window."""
 DEFAULT_MAX_CONNECTIONS = 1024
 """Open-loop connection pool limit."""
 
@@ -167,6 +169,10 @@ class PointResult:
     """Open loop: how late the pacer dispatched each request relative to its schedule (generator health)."""
     ok_max_us: int = 0
     """Slowest successful response."""
+    first_completion_s: float | None = None
+    """When the first request finished, seconds after the point started."""
+    last_window_completion_s: float | None = None
+    """When the last request that finished inside the measurement window did, seconds after the start."""
     sample_ms: list[float] = field(default_factory=list)
     """Bounded deterministic sample of latencies (ms)."""
     first_latencies_ms: list[float] = field(default_factory=list)
@@ -210,13 +216,32 @@ class PointResult:
 
     @property
     def throughput_rps(self) -> float:
-        """Completions per second within the measurement window."""
-        return self.completed_in_window / self.duration_s if self.duration_s > 0 else 0.0
+        """Completions per second within the measurement window.
+
+        Open loop: completions between the first completion and the last one inside the window, over that span,
+        so the latency of the first responses does not read as missing throughput (a point of D seconds at rate R
+        with latency L completes only about R*(D-L) requests inside the window); closed loop: completions /
+        window.
+        """
+        if self.duration_s <= 0:
+            return 0.0
+        start, end = self.first_completion_s, self.last_window_completion_s
+        if (
+            self.mode == "open"
+            and start is not None
+            and end is not None
+            and self.completed_in_window > 2
+            and end - start >= (1.0 - OPEN_WINDOW_MAX_SHIFT) * self.duration_s
+        ):
+            return (self.completed_in_window - 1) / (end - start)
+        return self.completed_in_window / self.duration_s
 
     @property
     def goodput_rps(self) -> float:
-        """Successful completions per second within the measurement window."""
-        return self.ok_in_window / self.duration_s if self.duration_s > 0 else 0.0
+        """Successful completions per second within the measurement window (same window as the throughput)."""
+        if not self.completed_in_window:
+            return 0.0
+        return self.throughput_rps * self.ok_in_window / self.completed_in_window
 
     @property
     def saturation_reason(self) -> str | None:
@@ -376,6 +401,7 @@ class _PointRun:
         self.next_progress = 0.0
         self.request_count = len(self.requests)
         self.first_open = True
+        self.last_in_window: float | None = None
         self.window: list[float] = []
         self.window_end = -math.inf
 
@@ -422,6 +448,8 @@ class _PointRun:
                 res.completed_in_window = res.completed
                 res.ok_in_window = res.ok
             res.elapsed_s = t_done - self.t0
+            if self.last_in_window is not None:
+                res.last_window_completion_s = self.last_in_window - self.t0
             cpu = _thread_busy_s() - cpu0
             res.client_cpu_fraction = cpu / res.elapsed_s if res.elapsed_s > 0 else math.nan
             res.sample_ms = self.sample.values
@@ -676,6 +704,7 @@ class _PointRun:
         in_window = now <= self.t_end_window
         if in_window:
             res.completed_in_window += 1
+            self.last_in_window = now
         error: str | None = None
         if status >= 400:
             error = taxonomy.status_class(status)
@@ -704,6 +733,8 @@ class _PointRun:
         res = self.result
         latency_ms = latency_us / 1000.0
         if self.first_open:
+            if not res.first_latencies_ms:
+                res.first_completion_s = now - self.t0
             res.first_latencies_ms.append(latency_ms)
             self.first_open = len(res.first_latencies_ms) < FIRST_REQUESTS
         sample = self.sample
@@ -840,6 +871,7 @@ class _PointRun:
         res.completed += 1
         if now <= self.t_end_window:
             res.completed_in_window += 1
+            self.last_in_window = now
         res.errors[error_class] = res.errors.get(error_class, 0) + 1
         latency_us = int(latency_s * 1e6 + 0.5)
         res.latency.record(latency_us)

@@ -67,6 +67,8 @@ def point_state(point: PointResult) -> dict[str, Any]:
                 "ok_in_window",
                 "unsent",
                 "ok_max_us",
+                "first_completion_s",
+                "last_window_completion_s",
                 "output_tokens",
                 "stream_ok",
                 "client_cpu_fraction",
@@ -144,6 +146,12 @@ def merge_points(
         merged.duration_s = max(merged.duration_s, point.duration_s)
         merged.elapsed_s = max(merged.elapsed_s, point.elapsed_s)
         merged.ok_max_us = max(merged.ok_max_us, point.ok_max_us)
+        if point.first_completion_s is not None:
+            merged.first_completion_s = min(merged.first_completion_s or math.inf, point.first_completion_s)
+        if point.last_window_completion_s is not None:
+            merged.last_window_completion_s = max(
+                merged.last_window_completion_s or 0.0, point.last_window_completion_s
+            )
         merged.loop_lag_max_ms = max(merged.loop_lag_max_ms, point.loop_lag_max_ms)
         if math.isfinite(point.client_cpu_fraction):
             merged.client_cpu_fraction = (
