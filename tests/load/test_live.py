@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -387,3 +388,62 @@ def test_connection_close_responses_reconnect(sick: Running, pure_python: bool) 
         pure_python_parser=pure_python,
     )
     assert point.ok == 40 and point.errors == {}
+
+
+def test_https_with_self_signed_certificate(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("openssl is not installed")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            openssl,
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    script = f"""
+import ssl, sys
+from aiohttp import web
+context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+context.load_cert_chain({str(cert)!r}, {str(key)!r})
+async def root(request):
+    return web.Response(text="ok")
+app = web.Application()
+app.add_routes([web.get("/", root)])
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), ssl_context=context, access_log=None, print=None)
+"""
+    from infradoctor.procs import port_open, stop_process, wait_until
+
+    port = free_port()
+    path = tmp_path / "tls_server.py"
+    path.write_text(script)
+    proc = subprocess.Popen(
+        [sys.executable, str(path), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        assert wait_until(lambda: port_open("127.0.0.1", port), timeout=30, alive=lambda: proc.poll() is None)
+        url = f"https://127.0.0.1:{port}/"
+        point = run_point(RequestSpec(url, insecure=True), concurrency=2, requests=20, duration_s=None, timeout_s=5)
+        assert point.ok == 20
+        verified = run_point(RequestSpec(url), concurrency=1, requests=2, duration_s=None, timeout_s=5)
+        assert verified.errors == {"connect_error": 2}  # the self-signed certificate is not trusted
+    finally:
+        stop_process(proc, grace_s=2.0)

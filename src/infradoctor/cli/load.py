@@ -1,4 +1,11 @@
-"""``infradoctor load``: argument parsing, progress display and the result of a load test."""
+"""``infradoctor load``: argument parsing, progress display and the result of a load test.
+
+The result's ``metrics`` (documented in full in :mod:`infradoctor.load.analysis`): ``mode``, ``settings``,
+``points[]`` (one per offered load: ``concurrency`` or ``rate``, ``throughput_rps``, ``goodput_rps``,
+``latency_ms`` {p50, p90, p95, p99, p99_9, max, p99_ci}, ``errors`` by class, open-loop ``latency_from_send_ms``,
+``server_timing_ms``, ``stream`` {ttft_ms, itl_ms, output_tokens_per_s}, ``saturated``), ``knee`` (null when none),
+``curve`` (latency-vs-load plot data), ``headline``, ``distributions.latency_ms``, ``slo`` and ``calibration``.
+"""
 
 from __future__ import annotations
 
