@@ -52,6 +52,8 @@ PACER_MIN_SLEEP_S = 0.001
 """Shortest pacer sleep (event-loop timers have millisecond resolution; shorter sleeps busy-spin)."""
 OPEN_WINDOW_MAX_SHIFT = 0.5
 """Open-loop throughput is measured between first and last completion when they span at least half the window."""
+MAX_PENDING = 100_000
+"""Open loop: most requests waiting for a free connection; later arrivals count as unsent (bounded memory)."""
 DEFAULT_MAX_CONNECTIONS = 1024
 """Open-loop connection pool limit."""
 
@@ -156,7 +158,8 @@ class PointResult:
     ok_in_window: int = 0
     """Successes finished inside the measurement window (goodput numerator)."""
     unsent: int = 0
-    """Open loop: requests still queued in the client when the point ended (the server could not keep up)."""
+    """Open loop: requests never sent because the server could not keep up: still queued in the client when the
+    point ended (kept in ``latency`` at the time they had waited), or dropped at a full client queue."""
     errors: dict[str, int] = field(default_factory=dict)
     """Failures by class (:mod:`.taxonomy`)."""
     status_counts: dict[int, int] = field(default_factory=dict)
@@ -666,6 +669,10 @@ class _PointRun:
                 continue
             data, index = self._next_request()
             conn.send(data, intended, index)
+            return
+        if len(self.pending) >= MAX_PENDING:
+            # the client queue is full: this arrival is never sent (bounded memory in long overloaded runs)
+            self.result.unsent += 1
             return
         self.pending.append(intended)
         if len(self.conns) + self.connecting < self.max_connections and self.connecting < len(self.pending):
