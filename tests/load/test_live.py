@@ -447,3 +447,16 @@ web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), ssl_context=context, a
         assert verified.errors == {"connect_error": 2}  # the self-signed certificate is not trusted
     finally:
         stop_process(proc, grace_s=2.0)
+
+
+def test_open_loop_overload_grows_the_queue(sick: Running) -> None:
+    # 80 req/s offered to 40 req/s of capacity: the unbounded queue grows through the point, nothing is rejected
+    sweep = run_sweep(RequestSpec(f"{sick.url}/bounded"), rate=[80], duration_s=2.5, timeout_s=10)
+    point = sweep.points[0]
+    assert point.throughput_rps == pytest.approx(40, rel=0.25)
+    assert point.latency_from_send is not None
+    corrected = point.latency.summary_ms()
+    assert corrected["p99"] >= 800.0  # the last arrivals wait for about (80 - 40) * 2.5 / 40 s
+    metrics = build_metrics(sweep, {"timeout_s": 10})
+    s003 = next(f for f in diagnose(metrics) if f.code == "S003")
+    assert s003.evidence["growth"] >= 2.0 and s003.evidence["rejection_rate"] == 0
