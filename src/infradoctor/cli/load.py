@@ -52,7 +52,7 @@ def _levels(text: str, kind: type) -> list[Any] | str:
 class LoadCommand(Command):
     """Load-test an HTTP endpoint: sweeps, knee, corrected tails, error taxonomy, streaming timing.
 
-    Closed loop (`--concurrency 1,2,4,8` or `auto`, the default: doubles until the knee or errors) or open loop
+    Closed loop (`--concurrency 1,2,4,8`, or `auto`, the default: doubles until two levels past the knee) or open loop
     (`--rate 10,50,100`, or `--rate auto --slo 'p99<500ms'` to find the highest rate that meets the SLO). Open-loop
     latency counts from the intended send time (coordinated-omission corrected) and from the actual send; both are
     reported. Every request, timeouts included, goes into mergeable HDR-style histograms (p50..p99.9, max, a 95%

@@ -724,7 +724,7 @@ class _PointRun:
             if latency_us > res.ok_max_us:
                 res.ok_max_us = latency_us
         self._window(now, latency_us, error is not None)
-        if conn.has_state:
+        if conn.captures:
             self._record_extras(conn, now, error)  # type: ignore[arg-type]
         elif self.on_request is not None:
             self._emit(conn, now, status, error, {}, {})
@@ -766,22 +766,25 @@ class _PointRun:
 
     def _record_extras(self, conn: HeaderConnection, now: float, error: str | None) -> None:
         res = self.result
-        stages = stages_from_headers(conn.headers) if conn.headers else {}
-        for name, value_ms in stages.items():
-            hist = res.stages.get(name)
-            if hist is None:
-                if len(res.stages) >= MAX_STAGES:
-                    continue
-                hist = res.stages[name] = Histogram()
-            hist.record(int(value_ms * 1000.0))
-        total = server_total_ms(stages)
-        if total is not None:
-            if res.network is None:
-                res.network = Histogram()
-            res.network.record(int((now - conn.t_send) * 1e6 - total * 1000.0 + 0.5))
+        headers = conn.headers
+        stages: dict[str, float] = {}
+        if headers:
+            stages = stages_from_headers(headers)
+            for name, value_ms in stages.items():
+                hist = res.stages.get(name)
+                if hist is None:
+                    if len(res.stages) >= MAX_STAGES:
+                        continue
+                    hist = res.stages[name] = Histogram()
+                hist.record(int(value_ms * 1000.0 + 0.5))
+            total = server_total_ms(stages)
+            if total is not None:
+                if res.network is None:
+                    res.network = Histogram()
+                res.network.record(int((now - conn.t_send) * 1e6 - total * 1000.0 + 0.5))
         ttft_s: float | None = None
         tokens = 0
-        if isinstance(conn, StreamConnection):
+        if conn.has_state and isinstance(conn, StreamConnection):
             tokens = conn.output_tokens
             if res.ttft is None:
                 res.ttft = Histogram()
@@ -797,7 +800,7 @@ class _PointRun:
                 if error is None:
                     res.stream_ok += 1
         if self.on_request is not None:
-            self._emit(conn, now, conn.status, error, conn.headers, stages, ttft_s, tokens)
+            self._emit(conn, now, conn.status, error, headers, stages, ttft_s, tokens)
 
     def _emit(
         self,
