@@ -254,7 +254,8 @@ def test_calibrate(cli, tmp_path: Path, result_validator) -> None:
     assert data["metrics"]["headline"]["calibration_rps"] > 100
 
 
-def test_ctrl_c_writes_the_partial_result(sick: Running, tmp_path: Path) -> None:
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_ctrl_c_writes_the_partial_result(sick: Running, tmp_path: Path, processes: str) -> None:
     import os
     import signal
     import subprocess
@@ -278,13 +279,15 @@ def test_ctrl_c_writes_the_partial_result(sick: Running, tmp_path: Path) -> None
             str(out),
             "--no-store",
             "-q",
+            "--processes",
+            processes,
         ],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
     try:
-        time.sleep(2.5)
+        time.sleep(2.5 if processes == "1" else 5.0)  # processes start together 2 s after spawning
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=20)
     finally:
