@@ -463,3 +463,15 @@ def test_open_loop_overload_grows_the_queue(sick: Running) -> None:
     metrics = build_metrics(sweep, {"timeout_s": 10})
     s003 = next(f for f in diagnose(metrics) if f.code == "S003")
     assert s003.evidence["growth"] >= 2.0 and s003.evidence["rejection_rate"] == 0
+
+
+def test_a_blocked_generator_is_flagged_saturated(sick: Running) -> None:
+    import time
+
+    # a slow per-request callback blocks the generator's event loop: the pacer falls behind its schedule
+    point = run_point(
+        RequestSpec(f"{sick.url}/"), rate=200, duration_s=1.0, timeout_s=5, on_request=lambda outcome: time.sleep(0.02)
+    )
+    assert point.saturated and "pacer" in (point.saturation_reason or "")
+    metrics = {"mode": "open", "settings": {"timeout_s": 5}, "points": [point.to_dict()], "knee": None}
+    assert {f.code for f in diagnose(metrics)} == {"S009"}
