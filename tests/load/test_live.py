@@ -475,3 +475,12 @@ def test_a_blocked_generator_is_flagged_saturated(sick: Running) -> None:
     assert point.saturated and "pacer" in (point.saturation_reason or "")
     metrics = {"mode": "open", "settings": {"timeout_s": 5}, "points": [point.to_dict()], "knee": None}
     assert {f.code for f in diagnose(metrics)} == {"S009"}
+
+
+def test_pure_python_parser_times_a_chunked_sse_stream(sick: Running) -> None:
+    body = json.dumps({"model": "m", "messages": [], "stream": True}).encode()
+    spec = RequestSpec(f"{sick.url}/v1/chat/completions", method="POST", bodies=[body], stream=True, openai=True)
+    point = run_point(spec, concurrency=1, requests=2, duration_s=None, timeout_s=5, pure_python_parser=True)
+    stream = point.to_dict()["stream"]
+    assert point.ok == 2 and stream["output_tokens"] == 10
+    assert 95.0 <= stream["ttft_ms"]["p50"] <= 160.0 and 45.0 <= stream["itl_ms"]["p50"] <= 80.0
