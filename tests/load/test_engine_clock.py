@@ -142,3 +142,40 @@ def test_open_loop_counts_from_the_intended_time(loop: asyncio.AbstractEventLoop
     for task in tasks:
         task.cancel()
     loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+
+
+def test_open_loop_throughput_is_not_biased_by_latency() -> None:
+    # 10 requests at 5/s in a 2 s point, each taking 310 ms: 9 complete inside the window, at 0.31 ... 1.91 s
+    point = PointResult(
+        label="r=5",
+        mode="open",
+        concurrency=None,
+        rate=5.0,
+        arrivals="constant",
+        timeout_s=5,
+        duration_s=2.0,
+        completed=10,
+        ok=10,
+        completed_in_window=9,
+        ok_in_window=9,
+        first_completion_s=0.31,
+        last_window_completion_s=1.91,
+    )
+    assert point.throughput_rps == pytest.approx(5.0)
+    assert point.goodput_rps == pytest.approx(5.0)
+    closed = PointResult(
+        label="c=1",
+        mode="closed",
+        concurrency=1,
+        rate=None,
+        arrivals=None,
+        timeout_s=5,
+        duration_s=2.0,
+        completed=10,
+        ok=10,
+        completed_in_window=9,
+        ok_in_window=6,
+        first_completion_s=0.31,
+        last_window_completion_s=1.91,
+    )
+    assert closed.throughput_rps == pytest.approx(4.5) and closed.goodput_rps == pytest.approx(3.0)

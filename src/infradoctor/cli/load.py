@@ -1,4 +1,11 @@
-"""``infradoctor load``: argument parsing, progress display and the result of a load test."""
+"""``infradoctor load``: argument parsing, progress display and the result of a load test.
+
+The result's ``metrics`` (documented in full in :mod:`infradoctor.load.analysis`): ``mode``, ``settings``,
+``points[]`` (one per offered load: ``concurrency`` or ``rate``, ``throughput_rps``, ``goodput_rps``,
+``latency_ms`` {p50, p90, p95, p99, p99_9, max, p99_ci}, ``errors`` by class, open-loop ``latency_from_send_ms``,
+``server_timing_ms``, ``stream`` {ttft_ms, itl_ms, output_tokens_per_s}, ``saturated``), ``knee`` (null when none),
+``curve`` (latency-vs-load plot data), ``headline``, ``distributions.latency_ms``, ``slo`` and ``calibration``.
+"""
 
 from __future__ import annotations
 
@@ -45,7 +52,7 @@ def _levels(text: str, kind: type) -> list[Any] | str:
 class LoadCommand(Command):
     """Load-test an HTTP endpoint: sweeps, knee, corrected tails, error taxonomy, streaming timing.
 
-    Closed loop (`--concurrency 1,2,4,8` or `auto`, the default: doubles until the knee or errors) or open loop
+    Closed loop (`--concurrency 1,2,4,8`, or `auto`, the default: doubles until two levels past the knee) or open loop
     (`--rate 10,50,100`, or `--rate auto --slo 'p99<500ms'` to find the highest rate that meets the SLO). Open-loop
     latency counts from the intended send time (coordinated-omission corrected) and from the actual send; both are
     reported. Every request, timeouts included, goes into mergeable HDR-style histograms (p50..p99.9, max, a 95%

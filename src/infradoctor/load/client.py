@@ -59,6 +59,8 @@ class Connection(asyncio.Protocol):
     """Responses carry no body (requests are HEAD)."""
     has_state = False
     """Subclasses with per-request state set this so that ``prepare`` runs before each send."""
+    captures = False
+    """Responses carry extras for the driver (headers, stream timing)."""
 
     def __init__(self, driver: Driver, worker: int = -1) -> None:
         self.driver = driver
@@ -71,6 +73,8 @@ class Connection(asyncio.Protocol):
         self.closed = False
         self.received = False
         """Some of the current response arrived (tells an aborted response from a reset)."""
+        self.first_chunk = b""
+        """The first bytes of the current response (its head, for header capture)."""
         self.reusable = True
         """The last response allowed keep-alive."""
         self.status = 0
@@ -86,7 +90,9 @@ class Connection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
-        self.received = True
+        if not self.received:
+            self.received = True
+            self.first_chunk = data
         try:
             self.parser.feed_data(data)
         except _ParserError:
@@ -156,43 +162,20 @@ class Connection(asyncio.Protocol):
 
 
 class HeaderConnection(Connection):
-    """A connection that also keeps the response headers named in ``capture`` (lower-case bytes).
+    """A connection that also reads the response headers named in ``capture`` (lower-case bytes).
 
-    Rather than a parser callback per header line, it keeps the raw bytes that arrive before the head is complete
-    and reads the few wanted headers out of them once per response (much cheaper in Python).
+    Rather than a parser callback per header line, the headers are read out of the first bytes of the response
+    (kept by :meth:`Connection.data_received`) once per response, only when asked for: much cheaper in Python.
+    The head must arrive in the first read, which holds for any head up to a TCP segment (64 kB on loopback).
     """
 
     capture: frozenset[bytes] = frozenset()
-    has_state = True
-
-    def __init__(self, driver: Driver, worker: int = -1) -> None:
-        super().__init__(driver, worker)
-        self.head = b""
-        self.head_open = True
-        self._headers: dict[str, str] | None = None
-
-    def prepare(self) -> None:
-        self.head = b""
-        self.head_open = True
-        self._headers = None
-
-    def data_received(self, data: bytes) -> None:
-        if self.head_open:
-            self.head += data
-            if b"\r\n\r\n" in self.head or len(self.head) > MAX_HEAD_BYTES:
-                self.head_open = False
-        Connection.data_received(self, data)
+    captures = True
 
     @property
     def headers(self) -> dict[str, str]:
         """The captured headers of the current response (names lower case; repeated headers joined by ', ')."""
-        if self._headers is None:
-            self._headers = read_headers(self.head, self.capture)
-        return self._headers
-
-
-MAX_HEAD_BYTES = 1 << 16
-"""Response head bytes kept for header capture."""
+        return read_headers(self.first_chunk, self.capture)
 
 
 def read_headers(head: bytes, names: frozenset[bytes]) -> dict[str, str]:
@@ -202,6 +185,9 @@ def read_headers(head: bytes, names: frozenset[bytes]) -> dict[str, str]:
     lower = block.lower()
     out: dict[str, str] = {}
     for name in names:
+        start = lower.find(name)
+        if start < 0:  # the common case: not there at all
+            continue
         needle = b"\r\n" + name + b":"
         start = lower.find(needle)
         while start >= 0:
@@ -219,6 +205,7 @@ class StreamConnection(HeaderConnection):
     """A connection that times each server-sent event of the response (TTFT, inter-token gaps, token count)."""
 
     openai = False
+    has_state = True
 
     def __init__(self, driver: Driver, worker: int = -1) -> None:
         super().__init__(driver, worker)
@@ -229,9 +216,6 @@ class StreamConnection(HeaderConnection):
         self.gaps: list[float] = []
 
     def prepare(self) -> None:
-        self.head = b""
-        self.head_open = True
-        self._headers = None
         self.sse = SSEParser(openai=self.openai)
         self.t_first_token = 0.0
         self.t_last_token = 0.0

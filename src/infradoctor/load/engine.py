@@ -50,6 +50,10 @@ CONNECT_RETRY_DELAY_S = 0.001
 """Pause before a closed-loop worker retries after a failed connect (avoids a busy spin on a dead port)."""
 PACER_MIN_SLEEP_S = 0.001
 """Shortest pacer sleep (event-loop timers have millisecond resolution; shorter sleeps busy-spin)."""
+OPEN_WINDOW_MAX_SHIFT = 0.5
+"""Open-loop throughput is measured between first and last completion when they span at least half the window."""
+MAX_PENDING = 100_000
+"""Open loop: most requests waiting for a free connection; later arrivals count as unsent (bounded memory)."""
 DEFAULT_MAX_CONNECTIONS = 1024
 """Open-loop connection pool limit."""
 
@@ -154,7 +158,8 @@ class PointResult:
     ok_in_window: int = 0
     """Successes finished inside the measurement window (goodput numerator)."""
     unsent: int = 0
-    """Open loop: requests still queued in the client when the point ended (the server could not keep up)."""
+    """Open loop: requests never sent because the server could not keep up: still queued in the client when the
+    point ended (kept in ``latency`` at the time they had waited), or dropped at a full client queue."""
     errors: dict[str, int] = field(default_factory=dict)
     """Failures by class (:mod:`.taxonomy`)."""
     status_counts: dict[int, int] = field(default_factory=dict)
@@ -167,6 +172,10 @@ class PointResult:
     """Open loop: how late the pacer dispatched each request relative to its schedule (generator health)."""
     ok_max_us: int = 0
     """Slowest successful response."""
+    first_completion_s: float | None = None
+    """When the first request finished, seconds after the point started."""
+    last_window_completion_s: float | None = None
+    """When the last request that finished inside the measurement window did, seconds after the start."""
     sample_ms: list[float] = field(default_factory=list)
     """Bounded deterministic sample of latencies (ms)."""
     first_latencies_ms: list[float] = field(default_factory=list)
@@ -210,13 +219,32 @@ class PointResult:
 
     @property
     def throughput_rps(self) -> float:
-        """Completions per second within the measurement window."""
-        return self.completed_in_window / self.duration_s if self.duration_s > 0 else 0.0
+        """Completions per second within the measurement window.
+
+        Open loop: completions between the first completion and the last one inside the window, over that span,
+        so the latency of the first responses does not read as missing throughput (a point of D seconds at rate R
+        with latency L completes only about R*(D-L) requests inside the window); closed loop: completions /
+        window.
+        """
+        if self.duration_s <= 0:
+            return 0.0
+        start, end = self.first_completion_s, self.last_window_completion_s
+        if (
+            self.mode == "open"
+            and start is not None
+            and end is not None
+            and self.completed_in_window > 2
+            and end - start >= (1.0 - OPEN_WINDOW_MAX_SHIFT) * self.duration_s
+        ):
+            return (self.completed_in_window - 1) / (end - start)
+        return self.completed_in_window / self.duration_s
 
     @property
     def goodput_rps(self) -> float:
-        """Successful completions per second within the measurement window."""
-        return self.ok_in_window / self.duration_s if self.duration_s > 0 else 0.0
+        """Successful completions per second within the measurement window (same window as the throughput)."""
+        if not self.completed_in_window:
+            return 0.0
+        return self.throughput_rps * self.ok_in_window / self.completed_in_window
 
     @property
     def saturation_reason(self) -> str | None:
@@ -353,6 +381,7 @@ class _PointRun:
                 self.ssl_context.check_hostname = False
                 self.ssl_context.verify_mode = ssl.CERT_NONE
         self.closed_loop = result.mode == "closed"
+        self.fast_resend = self.closed_loop and max_requests is None
         self.sample = ReservoirSample(sample_capacity, seed)
         self.pacer = (
             Pacer(result.rate, result.arrivals or "constant", seed, offset=pacer_offset_s) if result.rate else None
@@ -376,6 +405,7 @@ class _PointRun:
         self.next_progress = 0.0
         self.request_count = len(self.requests)
         self.first_open = True
+        self.last_in_window: float | None = None
         self.window: list[float] = []
         self.window_end = -math.inf
 
@@ -422,6 +452,8 @@ class _PointRun:
                 res.completed_in_window = res.completed
                 res.ok_in_window = res.ok
             res.elapsed_s = t_done - self.t0
+            if self.last_in_window is not None:
+                res.last_window_completion_s = self.last_in_window - self.t0
             cpu = _thread_busy_s() - cpu0
             res.client_cpu_fraction = cpu / res.elapsed_s if res.elapsed_s > 0 else math.nan
             res.sample_ms = self.sample.values
@@ -639,6 +671,10 @@ class _PointRun:
             data, index = self._next_request()
             conn.send(data, intended, index)
             return
+        if len(self.pending) >= MAX_PENDING:
+            # the client queue is full: this arrival is never sent (bounded memory in long overloaded runs)
+            self.result.unsent += 1
+            return
         self.pending.append(intended)
         if len(self.conns) + self.connecting < self.max_connections and self.connecting < len(self.pending):
             self._start_connect(-1, None, self.clock(), -1)
@@ -676,6 +712,7 @@ class _PointRun:
         in_window = now <= self.t_end_window
         if in_window:
             res.completed_in_window += 1
+            self.last_in_window = now
         error: str | None = None
         if status >= 400:
             error = taxonomy.status_class(status)
@@ -687,12 +724,24 @@ class _PointRun:
                 res.ok_in_window += 1
             if latency_us > res.ok_max_us:
                 res.ok_max_us = latency_us
-        self._window(now, latency_us, error is not None)
-        if conn.has_state:
+        sample = self.sample
+        if now < self.window_end and not self.first_open and sample.seen + 1 < sample.next_replace:
+            # the common case, inlined: same 1 s window, the sample skips this value
+            sample.seen += 1
+            window = self.window
+            window[0] += 1
+            if error is not None:
+                window[1] += 1
+            window[2] += latency_us
+            if latency_us > window[3]:
+                window[3] = latency_us
+        else:
+            self._window(now, latency_us, error is not None)
+        if conn.captures:
             self._record_extras(conn, now, error)  # type: ignore[arg-type]
         elif self.on_request is not None:
             self._emit(conn, now, status, error, {}, {})
-        if self.closed_loop and conn.reusable and not self.stopping and self.max_requests is None:
+        if self.fast_resend and conn.reusable and not self.stopping:
             index = self.issued
             self.issued = index + 1
             res.sent += 1
@@ -704,6 +753,8 @@ class _PointRun:
         res = self.result
         latency_ms = latency_us / 1000.0
         if self.first_open:
+            if not res.first_latencies_ms:
+                res.first_completion_s = now - self.t0
             res.first_latencies_ms.append(latency_ms)
             self.first_open = len(res.first_latencies_ms) < FIRST_REQUESTS
         sample = self.sample
@@ -728,22 +779,25 @@ class _PointRun:
 
     def _record_extras(self, conn: HeaderConnection, now: float, error: str | None) -> None:
         res = self.result
-        stages = stages_from_headers(conn.headers) if conn.headers else {}
-        for name, value_ms in stages.items():
-            hist = res.stages.get(name)
-            if hist is None:
-                if len(res.stages) >= MAX_STAGES:
-                    continue
-                hist = res.stages[name] = Histogram()
-            hist.record(int(value_ms * 1000.0))
-        total = server_total_ms(stages)
-        if total is not None:
-            if res.network is None:
-                res.network = Histogram()
-            res.network.record(int((now - conn.t_send) * 1e6 - total * 1000.0 + 0.5))
+        headers = conn.headers
+        stages: dict[str, float] = {}
+        if headers:
+            stages = stages_from_headers(headers)
+            for name, value_ms in stages.items():
+                hist = res.stages.get(name)
+                if hist is None:
+                    if len(res.stages) >= MAX_STAGES:
+                        continue
+                    hist = res.stages[name] = Histogram()
+                hist.record(int(value_ms * 1000.0 + 0.5))
+            total = server_total_ms(stages)
+            if total is not None:
+                if res.network is None:
+                    res.network = Histogram()
+                res.network.record(int((now - conn.t_send) * 1e6 - total * 1000.0 + 0.5))
         ttft_s: float | None = None
         tokens = 0
-        if isinstance(conn, StreamConnection):
+        if conn.has_state and isinstance(conn, StreamConnection):
             tokens = conn.output_tokens
             if res.ttft is None:
                 res.ttft = Histogram()
@@ -759,7 +813,7 @@ class _PointRun:
                 if error is None:
                     res.stream_ok += 1
         if self.on_request is not None:
-            self._emit(conn, now, conn.status, error, conn.headers, stages, ttft_s, tokens)
+            self._emit(conn, now, conn.status, error, headers, stages, ttft_s, tokens)
 
     def _emit(
         self,
@@ -840,6 +894,7 @@ class _PointRun:
         res.completed += 1
         if now <= self.t_end_window:
             res.completed_in_window += 1
+            self.last_in_window = now
         res.errors[error_class] = res.errors.get(error_class, 0) + 1
         latency_us = int(latency_s * 1e6 + 0.5)
         res.latency.record(latency_us)

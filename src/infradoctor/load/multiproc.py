@@ -14,6 +14,7 @@ import asyncio
 import concurrent.futures
 import math
 import multiprocessing
+import signal
 import time
 from typing import Any
 
@@ -67,6 +68,8 @@ def point_state(point: PointResult) -> dict[str, Any]:
                 "ok_in_window",
                 "unsent",
                 "ok_max_us",
+                "first_completion_s",
+                "last_window_completion_s",
                 "output_tokens",
                 "stream_ok",
                 "client_cpu_fraction",
@@ -144,6 +147,12 @@ def merge_points(
         merged.duration_s = max(merged.duration_s, point.duration_s)
         merged.elapsed_s = max(merged.elapsed_s, point.elapsed_s)
         merged.ok_max_us = max(merged.ok_max_us, point.ok_max_us)
+        if point.first_completion_s is not None:
+            merged.first_completion_s = min(merged.first_completion_s or math.inf, point.first_completion_s)
+        if point.last_window_completion_s is not None:
+            merged.last_window_completion_s = max(
+                merged.last_window_completion_s or 0.0, point.last_window_completion_s
+            )
         merged.loop_lag_max_ms = max(merged.loop_lag_max_ms, point.loop_lag_max_ms)
         if math.isfinite(point.client_cpu_fraction):
             merged.client_cpu_fraction = (
@@ -187,8 +196,33 @@ def merge_points(
     return merged
 
 
+class _EventStop(StopSignal):
+    """A stop signal shared between processes (a multiprocessing Event)."""
+
+    def __init__(self, event: Any) -> None:
+        super().__init__()
+        self.event = event
+
+    def set(self) -> None:
+        self.event.set()
+
+    def is_set(self) -> bool:
+        return bool(self.event.is_set())
+
+
+_CHILD_STOP: Any = None
+
+
+def _init_child(event: Any) -> None:
+    """Child start-up: Ctrl-C is the parent's business; the parent tells children to stop through ``event``."""
+    global _CHILD_STOP
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _CHILD_STOP = event
+
+
 def _child(spec: RequestSpec, options: dict[str, Any]) -> dict[str, Any]:
-    point: PointResult = run_sync(run_point_async(spec, **options))
+    stop = _EventStop(_CHILD_STOP) if _CHILD_STOP is not None else None
+    point: PointResult = run_sync(run_point_async(spec, stop=stop, **options))
     return point_state(point)
 
 
@@ -235,12 +269,23 @@ async def run_point_processes(
     common.setdefault("requests", None)
     loop = asyncio.get_running_loop()
     context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, len(shares) - 1), mp_context=context) as pool:
+    children_stop = context.Event()
+    with concurrent.futures.ProcessPoolExecutor(
+        max_workers=max(1, len(shares) - 1), mp_context=context, initializer=_init_child, initargs=(children_stop,)
+    ) as pool:
         futures = [
             loop.run_in_executor(pool, _child, spec, {**common, **share, "seed": seed + k + 1})
             for k, share in enumerate(shares[1:])
         ]
-        own = await run_point_async(spec, **{**common, **shares[0], "seed": seed}, on_progress=on_progress, stop=stop)
+        try:
+            own = await run_point_async(
+                spec, **{**common, **shares[0], "seed": seed}, on_progress=on_progress, stop=stop
+            )
+        except BaseException:
+            children_stop.set()
+            raise
+        if own_interrupted(stop):
+            children_stop.set()
         states = await asyncio.gather(*futures)
     points = [own, *(point_from_state(state) for state in states)]
     return merge_points(
@@ -250,3 +295,8 @@ async def run_point_processes(
         rate=rate,
         sample_capacity=sample_capacity,
     )
+
+
+def own_interrupted(stop: StopSignal | None) -> bool:
+    """True when the parent was told to stop (the children must stop too)."""
+    return stop is not None and stop.is_set()
