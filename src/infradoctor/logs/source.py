@@ -8,11 +8,11 @@ that are not UTF-8 are replaced (and counted) so the line can still be parsed.
 from __future__ import annotations
 
 import gzip
+import io
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 from infradoctor.logs.stats import LogStats
 
@@ -78,11 +78,11 @@ def open_source(path: Path, name: str | None = None) -> LogSource:
     return LogSource(path=path, name=display, gzipped=magic == GZIP_MAGIC, size_bytes=st.st_size)
 
 
-def open_binary(source: LogSource) -> BinaryIO:
+def open_binary(source: LogSource) -> io.BufferedIOBase:
     """The file's (decompressed) bytes as a stream."""
     raw = source.path.open("rb")
     if source.gzipped:
-        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+        return gzip.GzipFile(fileobj=raw, mode="rb")
     return raw
 
 

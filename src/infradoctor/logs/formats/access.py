@@ -29,6 +29,8 @@ from infradoctor.logs.source import LogSource
 from infradoctor.logs.stats import NO_TIME, UNKNOWN, LogStats, status_class, to_ms
 
 NGINX_FAILING_STATUSES = ("499", "502", "503", "504")
+SIGNATURE_CACHE = 100_000
+"""Distinct (status, upstream, flags) signatures remembered by a decoder (the cache is cleared beyond)."""
 """nginx statuses that can carry a signature (see :func:`nginx_signature`); others never do."""
 
 
@@ -52,9 +54,19 @@ class RequestDecoder:
         self.has_ustatus = ROLE_UPSTREAM_STATUS in roles
         self.has_utime = ROLE_UPSTREAM_TIME in roles
         self.has_attempts = ROLE_ATTEMPTS in roles
+        self._signatures: dict[tuple[int | None, str | None, str | None], tuple[str | None, str]] = {}
 
     def signature(self, status: int | None, addr: str | None, flags: str | None) -> tuple[str | None, str]:
         """(signature or None, subject): the subject is the last upstream tried, ``-`` when none."""
+        key = (status, addr, flags)
+        found = self._signatures.get(key)
+        if found is None:
+            if len(self._signatures) > SIGNATURE_CACHE:
+                self._signatures.clear()
+            found = self._signatures[key] = self._signature(status, addr, flags)
+        return found
+
+    def _signature(self, status: int | None, addr: str | None, flags: str | None) -> tuple[str | None, str]:
         subject = "-"
         if addr and addr != "-":
             subject = addr if self.is_envoy else MULTI_SPLIT.split(addr)[-1]
@@ -144,32 +156,26 @@ class RequestDecoder:
         kind = self.layout.time_kind
         return parse_time(kind, time_raw) if kind and time_raw is not None else NO_TIME
 
-    def add_timeline(
-        self, stats: LogStats, time_raw: str | None, status_raw: str | None, addr: str | None, flags: str | None,
+    def add_outcome(
+        self,
+        stats: LogStats,
+        time_raw: str | None,
+        status_raw: str | None,
+        addr: str | None,
+        flags: str | None,
+        request_raw: str | None,
         count: int,
     ) -> None:
-        """Per-minute counts by status class and signature."""
+        """Timeline counts by status class and kind; for failures also the event and the duration."""
         status = to_int(status_raw)
-        signature, _ = self.signature(status, addr, flags)
-        stats.add_timeline(self.second(time_raw), status_class(status), signature, count)
-
-    def add_events(
-        self, stats: LogStats, time_raw: str | None, status_raw: str | None, addr: str | None, flags: str | None,
-        count: int,
-    ) -> None:
-        """Failure events per (signature, subject, second)."""
-        signature, subject = self.signature(to_int(status_raw), addr, flags)
-        if signature is not None:
-            stats.count_event(signature, subject, self.second(time_raw), count)
-
-    def add_durations(
-        self, stats: LogStats, status_raw: str | None, addr: str | None, flags: str | None, request_raw: str | None,
-        count: int,
-    ) -> None:
-        """Durations of failing requests (for timeout inference)."""
-        signature, _ = self.signature(to_int(status_raw), addr, flags)
+        signature, subject = self.signature(status, addr, flags)
+        second = self.second(time_raw)
+        stats.add_timeline(second, status_class(status), signature, count)
+        if signature is None:
+            return
+        stats.count_event(signature, subject, second, count)
         request_ms = to_ms(request_raw, self.layout.request_scale) if request_raw is not None else UNKNOWN
-        if signature is not None and request_ms != UNKNOWN:
+        if request_ms != UNKNOWN:
             stats.sig_durations[(signature, request_ms)] += count
 
     def add_example(
@@ -186,10 +192,8 @@ class RequestDecoder:
         request_raw = get(ROLE_REQUEST_TIME)
         self.add_counts(stats, status_raw, request_raw, addr, get(ROLE_UPSTREAM_STATUS), get(ROLE_UPSTREAM_TIME),
                         get(ROLE_ATTEMPTS), 1)
-        self.add_timeline(stats, time_raw, status_raw, addr, flags, 1)
+        self.add_outcome(stats, time_raw, status_raw, addr, flags, request_raw, 1)
         if self.may_fail(status_raw, flags):
-            self.add_events(stats, time_raw, status_raw, addr, flags, 1)
-            self.add_durations(stats, status_raw, addr, flags, request_raw, 1)
             self.add_example(stats, status_raw, addr, flags, line)
 
     def may_fail(self, status_raw: str | None, flags: str | None) -> bool:
