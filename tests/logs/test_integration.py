@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from infradoctor.logs.formats.layout import NGINX_UPSTREAM_FULL
-from infradoctor.procs import free_port
+from infradoctor.procs import free_port, wait_until
 from tests.support.servers import haproxy, nginx, python_server
 
 pytestmark = pytest.mark.integration
@@ -185,8 +185,9 @@ def test_haproxy_failures_become_incidents(cli, tmp_path: Path, result_validator
             slow = fire(f"{base}/slow", 3, parallel=3)
             refused = fire(f"{base}/dead/x", 3)
             down = fire(f"{base}/down/x", 2)
-            time.sleep(0.3)  # let HAProxy flush its log lines
             log = router.log
+            # HAProxy writes a line when the session closes: wait (bounded) until all 21 are there
+            wait_until(lambda: len(router.log_text().splitlines()) >= 21, timeout=10)
     assert ok[2] == [200] * 8 and failed[2] == [500] * 4 and slow[2] == [504] * 3
     assert refused[2] == [503] * 3 and down[2] == [503] * 2
 
