@@ -114,6 +114,7 @@ def test_nginx_failures_become_incidents(cli, tmp_path: Path, result_validator) 
             mixed = fire(f"{base}/mixed/ok", 8)
             flaky = fire(f"{base}/flaky/x", 4)
             prefix = router.log.parent
+            wait_until(lambda: len(router.log_text().splitlines()) >= 36, timeout=10)
         access, error = prefix / "access.log", prefix / "error.log"
     assert ok[2] == [200] * 10 and failed[2] == [500] * 6 and slow[2] == [504] * 3
     assert refused[2] == [502] * 5 and mixed[2] == [200] * 8 and flaky[2] == [502] * 4
