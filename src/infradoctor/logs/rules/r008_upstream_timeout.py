@@ -10,8 +10,8 @@ Why it matters:
 
 How it is measured:
     Signature catalog matches merged into incidents. The request durations logged with timeout lines are
-    histogrammed; when at least :data:`CLUSTER_SHARE` of them lie within :data:`CLUSTER_TOLERANCE` (relative, at
-    least :data:`CLUSTER_MIN_MS`) of their median, the median is reported as the inferred router timeout and
+    histogrammed; when at least :data:`CLUSTER_SHARE` (80%) of them lie within :data:`CLUSTER_TOLERANCE` (10%, at
+    least :data:`CLUSTER_MIN_MS` = 50 ms) of their median, the median is reported as the inferred router timeout and
     compared with the successful requests' p99.
 
 Fix:
