@@ -88,7 +88,8 @@ def parse_access_polars(source: LogSource, layout: AccessLayout, stats: LogStats
                 parts[name].append(frames[_INDEX[name]])
             totals = frames[_INDEX["totals"]].row(0)
             rows += int(totals[0] or 0)
-            blank += int(totals[1] or 0)
+            if totals[1]:  # all-null rows: blank lines, or lines of nothing but quotes; count the truly blank ones
+                blank += chunk.count(b"\n\n") + chunk.startswith(b"\n")
             if (index + 1) % COMPACT_EVERY == 0:
                 parts = {name: [_sum(pl, pieces, _KEYS[name])] for name, pieces in parts.items()}
             if with_examples:
