@@ -14,6 +14,7 @@ a later chunk is scanned again only when a new kind of failure first appears in 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -56,6 +57,7 @@ _OVERHEAD_KEYS = ("overhead_ms",)
 _TIMELINE_KEYS = ("tkey", ROLE_STATUS, "fail_addr", ROLE_FLAGS, "fail_request")
 _KEYS = {"requests": _REQUEST_KEYS, "upstreams": _UPSTREAM_KEYS, "overhead": _OVERHEAD_KEYS,
          "timeline": _TIMELINE_KEYS}
+_BLANK_LINE = re.compile(rb"\n(?=\n)")
 _INDEX = {name: index for index, name in enumerate([*_KEYS, "totals"])}
 EXAMPLE_CHUNKS = 2
 """The first chunks also return example lines from the shared scan; later ones re-scan only on a new failure."""
@@ -89,7 +91,7 @@ def parse_access_polars(source: LogSource, layout: AccessLayout, stats: LogStats
             totals = frames[_INDEX["totals"]].row(0)
             rows += int(totals[0] or 0)
             if totals[1]:  # all-null rows: blank lines, or lines of nothing but quotes; count the truly blank ones
-                blank += chunk.count(b"\n\n") + chunk.startswith(b"\n")
+                blank += len(_BLANK_LINE.findall(chunk)) + chunk.startswith(b"\n")
             if (index + 1) % COMPACT_EVERY == 0:
                 parts = {name: [_sum(pl, pieces, _KEYS[name])] for name, pieces in parts.items()}
             if with_examples:
