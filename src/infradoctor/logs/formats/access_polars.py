@@ -218,9 +218,8 @@ class _Plan:
         if ROLE_REQUEST_TIME not in fields or ROLE_UPSTREAM not in fields or ROLE_UPSTREAM_TIME not in fields:
             return pl.lit(None, pl.Int64)
 
-        def single(role: str) -> Any:
-            column = pl.col(role)
-            return ~column.str.contains(", ", literal=True) & ~column.str.contains(" : ", literal=True)
+        def single(role: str) -> Any:  # no ", " or " : " (nginx's separators between tries)
+            return ~pl.col(role).str.contains(", | : ")
 
         addr = pl.col(ROLE_UPSTREAM)
         one = addr.is_not_null() & (addr != "-")
