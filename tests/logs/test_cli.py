@@ -75,3 +75,15 @@ def test_renderers_escape_untrusted_log_text(cli, tmp_path: Path) -> None:
     example = data["metrics"]["incidents"][0]["examples"][0]
     assert "\x1b" not in example and "\\x1b" in example and "abcdefghijklmnop" not in example
     assert "\x1b[31m" not in render(result, "terminal")
+
+
+def test_engine_choice(cli, tmp_path: Path, logs_dir: Path) -> None:
+    path = str(logs_dir / "nginx_upstream.log")
+    _, auto = run_json(cli, tmp_path, path)
+    _, forced = run_json(cli, tmp_path, path, "--engine", "polars")
+    assert auto["metrics"]["files"][0]["engine"] == "python"  # small files skip polars' import cost
+    assert forced["metrics"]["files"][0]["engine"] == "polars"
+    for key in ("upstreams", "attempts", "router_split"):
+        assert auto["metrics"][key] == forced["metrics"][key], key
+    strip = [{k: v for k, v in i.items() if k != "examples"} for i in auto["metrics"]["incidents"]]
+    assert strip == [{k: v for k, v in i.items() if k != "examples"} for i in forced["metrics"]["incidents"]]
