@@ -227,7 +227,7 @@ def build_evidence(stats: LogStats, files: tuple[str, ...]) -> LogsEvidence:
             p50_ms=hist_quantile(per_upstream[name], 0.5),
             p99_ms=hist_quantile(per_upstream[name], 0.99),
         )
-        for name, _ in per_upstream_attempts.most_common()
+        for name in sorted(per_upstream_attempts, key=lambda n: (-per_upstream_attempts[n], n))
     )
     incidents, dropped = _incidents(stats)
     signature_counts: Counter[str] = Counter()
@@ -256,12 +256,12 @@ def build_evidence(stats: LogStats, files: tuple[str, ...]) -> LogsEvidence:
         attempts=dict(sorted(stats.attempts_hist.items())),
         incidents=incidents,
         incidents_dropped=dropped,
-        signature_counts=dict(signature_counts.most_common()),
+        signature_counts=dict(sorted(signature_counts.items(), key=lambda kv: (-kv[1], kv[0]))),
         signature_durations={k: dict(v) for k, v in durations.items()},
         success_hist=dict(success_hist),
         queue_by_minute=queue,
         xids=dict(stats.xids),
-        exceptions=dict(stats.exceptions.most_common()),
+        exceptions=dict(sorted(stats.exceptions.items(), key=lambda kv: (-kv[1], kv[0]))),
         upstream_hist=dict(upstream_hist),
         request_hist=dict(request_hist),
     )
@@ -291,5 +291,5 @@ def _incidents(stats: LogStats) -> tuple[tuple[Incident, ...], int]:
             total += count
         if start is not None:
             out.append(Incident(signature, code, subject, start, end, total, examples, source))
-    out.sort(key=lambda i: (-i.count, i.start_s or 0, i.signature, i.subject))
+    out.sort(key=lambda i: (-i.count, i.start_s or 0, i.signature, i.subject, i.source))
     return tuple(out[:MAX_INCIDENTS]), max(0, len(out) - MAX_INCIDENTS)

@@ -23,7 +23,7 @@ def incident_summary(incidents: Sequence[Incident]) -> dict[str, object]:
     return {
         "count": sum(i.count for i in incidents),
         "incidents": len(incidents),
-        "subjects": dict(subjects.most_common(10)),
+        "subjects": dict(sorted(subjects.items(), key=lambda kv: (-kv[1], kv[0]))[:10]),
         "first": iso(min(starts)) if starts else None,
         "last": iso(max(ends)) if ends else None,
         "windows": [
