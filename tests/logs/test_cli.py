@@ -20,7 +20,7 @@ def test_all_fixtures_in_one_run(cli, tmp_path: Path, logs_dir: Path, result_val
     metrics = data["metrics"]
     assert {f["format"] for f in metrics["files"]} == {"nginx", "envoy", "haproxy", "nginx-error", "jsonl", "kernel",
                                                        "text"}
-    assert metrics["headline"]["requests"] == 95 + 12 + 10 + 40 + 40 + 24 + 45
+    assert metrics["headline"]["requests"] == 95 + 12 + 10 + 40 + 40 + 24 + 45 + 4
     assert len(metrics["distributions"]["upstream_latency_ms"]) <= 5000
     assert metrics["timeline"]["bucket_s"] == 60 and metrics["timeline"]["points"]
     kinds = {(i["kind"], i["subject"]) for i in metrics["incidents"]}

@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from infradoctor.logs.formats import choose_format
+from infradoctor.logs.formats import ParseOptions, choose_format
 from infradoctor.logs.formats.layout import NGINX_UPSTREAM_FULL
+from infradoctor.logs.source import open_source, read_sample
 from infradoctor.logs.stats import NO_TIME, UNKNOWN, LogStats
 
 from .conftest import parse_file
@@ -230,3 +231,23 @@ def test_lines_without_time_still_count(tmp_path: Path) -> None:
     path.write_text("upstream request timeout\n")
     stats, _ = parse_file(path, fmt="text")
     assert stats.events == {("upstream_timeout", str(path), NO_TIME, str(path)): 1} and not stats.timeline
+
+
+def test_istio_envoy_format(logs_dir: Path) -> None:
+    stats, name = parse_file(logs_dir / "istio.log")
+    assert name == "envoy" and stats.parsed == 4
+    assert event_counts(stats) == {("upstream_connect_error", "10.44.2.9:8000"): 1, ("no_healthy_upstream", "-"): 1,
+                                   ("upstream_timeout", "10.44.1.27:8000"): 1}
+    assert stats.overhead_hist == {2: 1}
+
+
+def test_user_envoy_format(tmp_path: Path) -> None:
+    fmt = '%START_TIME% %RESPONSE_CODE% %RESPONSE_FLAGS% %DURATION% "%UPSTREAM_HOST%"'
+    path = tmp_path / "envoy_custom.log"
+    path.write_text('2026-11-29T10:00:00.000Z 504 UT 2000 "10.0.0.7:80"\n2026-11-29T10:00:01.000Z 200 - 12 "10.0.0.7:80"\n')
+    source = open_source(path)
+    chosen, share = choose_format("auto", read_sample(source), envoy_log_format=fmt)
+    assert chosen.name == "envoy" and share == 1.0
+    stats = LogStats()
+    chosen.parse(source, stats, ParseOptions(engine="python"))
+    assert event_counts(stats) == {("upstream_timeout", "10.0.0.7:80"): 1}

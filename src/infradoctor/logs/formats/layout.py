@@ -68,6 +68,17 @@ ENVOY_DEFAULT = (
     '"%REQ(X-FORWARDED-FOR)%" "%REQ(USER-AGENT)%" "%REQ(X-REQUEST-ID)%" "%REQ(:AUTHORITY)%" "%UPSTREAM_HOST%"'
 )
 """Envoy's default access-log format."""
+ENVOY_ISTIO = (
+    '[%START_TIME%] "%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% %PROTOCOL%" %RESPONSE_CODE% %RESPONSE_FLAGS% '
+    '%RESPONSE_CODE_DETAILS% %CONNECTION_TERMINATION_DETAILS% "%UPSTREAM_TRANSPORT_FAILURE_REASON%" '
+    '%BYTES_RECEIVED% %BYTES_SENT% %DURATION% %RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)% "%REQ(X-FORWARDED-FOR)%" '
+    '"%REQ(USER-AGENT)%" "%REQ(X-REQUEST-ID)%" "%REQ(:AUTHORITY)%" "%UPSTREAM_HOST%" %UPSTREAM_CLUSTER% '
+    "%UPSTREAM_LOCAL_ADDRESS% %DOWNSTREAM_LOCAL_ADDRESS% %DOWNSTREAM_REMOTE_ADDRESS% %REQUESTED_SERVER_NAME% "
+    "%ROUTE_NAME%"
+)
+"""Istio's sidecar/gateway access-log format (Envoy with response-code details and cluster names)."""
+ENVOY_PRESETS: dict[str, str] = {"default": ENVOY_DEFAULT, "istio": ENVOY_ISTIO}
+"""Envoy formats tried when sniffing."""
 
 # nginx variable -> (role, time kind or scale to milliseconds)
 _NGINX_ROLES: dict[str, tuple[str, str | float]] = {
