@@ -146,7 +146,7 @@ def test_json_app_log(logs_dir: Path) -> None:
 
 
 @pytest.mark.parametrize("name", ["nginx_upstream.log", "envoy_default.log", "nginx_ingress.log",
-                                  "nginx_combined.log", "envoy_default.log.gz"])
+                                  "nginx_combined.log", "envoy_default.log.gz", "istio.log"])
 def test_polars_and_python_engines_agree(logs_dir: Path, name: str) -> None:
     needs_polars()
     slow, _ = parse_file(logs_dir / name, engine="python")
