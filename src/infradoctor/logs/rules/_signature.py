@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from infradoctor.findings import Finding, Severity, make_finding
+from infradoctor.findings import Finding, Location, Severity, make_finding
 from infradoctor.logs.evidence import Incident, LogsEvidence, iso
 from infradoctor.logs.signatures import BY_ID
 
@@ -49,7 +49,12 @@ def signature_findings(
     evidence_dict = {"kinds": {s: evidence.signature_counts.get(s, 0) for s in signatures
                                     if evidence.signature_counts.get(s)}, **summary}
     return [make_finding(code, title, evidence_dict, severity=severity, fix=fixes or None,
-                         impact=_share(evidence, int(str(summary["count"]))))]
+                         impact=_share(evidence, int(str(summary["count"]))), location=largest_file(incidents))]
+
+
+def largest_file(incidents: Sequence[Incident]) -> Location | None:
+    """The log file of the largest incident, as the finding's location."""
+    return Location(incidents[0].source) if incidents and incidents[0].source else None
 
 
 def _share(evidence: LogsEvidence, count: int) -> float | None:

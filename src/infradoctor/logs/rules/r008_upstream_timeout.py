@@ -24,7 +24,7 @@ from __future__ import annotations
 from infradoctor.findings import Finding, make_finding
 from infradoctor.logs.evidence import LogsEvidence, hist_quantile
 from infradoctor.logs.rules import RuleOptions
-from infradoctor.logs.rules._signature import incident_summary
+from infradoctor.logs.rules._signature import incident_summary, largest_file
 
 CODE = "R008"
 CLUSTER_SHARE = 0.8
@@ -70,4 +70,5 @@ def check(evidence: LogsEvidence, options: RuleOptions) -> list[Finding]:
         "durations_near_median_share": round(share, 3),
         "timed_requests": sum(durations.values()),
         "success_p99_ms": success_p99,
-    }, fix=fix, impact=min(1.0, int(str(summary["count"])) / evidence.requests) if evidence.requests else None)]
+    }, fix=fix, impact=min(1.0, int(str(summary["count"])) / evidence.requests) if evidence.requests else None,
+        location=largest_file(incidents))]
