@@ -43,6 +43,8 @@ class LogSource:
     """True when the content is gzip-compressed (detected by magic bytes, not by suffix)."""
     size_bytes: int
     """Size on disk."""
+    content_bytes: int = 0
+    """Uncompressed size: the size on disk, or gzip's ISIZE trailer (modulo 4 GiB, a hint) for .gz files."""
 
 
 class SourceError(Exception):
@@ -73,9 +75,14 @@ def open_source(path: Path, name: str | None = None) -> LogSource:
     try:
         with path.open("rb") as fh:
             magic = fh.read(2)
+            content = st.st_size
+            if magic == GZIP_MAGIC and st.st_size >= 18:
+                fh.seek(-4, 2)
+                content = int.from_bytes(fh.read(4), "little")
     except OSError as exc:
         raise SourceError("unreadable", f"{display}: {exc.strerror or exc}") from None
-    return LogSource(path=path, name=display, gzipped=magic == GZIP_MAGIC, size_bytes=st.st_size)
+    return LogSource(path=path, name=display, gzipped=magic == GZIP_MAGIC, size_bytes=st.st_size,
+                     content_bytes=content)
 
 
 def open_binary(source: LogSource) -> io.BufferedIOBase:

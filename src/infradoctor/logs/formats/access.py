@@ -248,7 +248,7 @@ def use_polars(source: LogSource, options: ParseOptions) -> bool:
     """Whether the polars engine should parse this file."""
     if options.engine == "python":
         return False
-    if options.engine == "auto" and source.size_bytes < options.polars_min_bytes:
+    if options.engine == "auto" and max(source.size_bytes, source.content_bytes) < options.polars_min_bytes:
         return False
     from infradoctor.logs.formats.access_polars import polars_available
 
