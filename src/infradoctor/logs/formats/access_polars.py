@@ -241,6 +241,7 @@ class _Plan:
             truncate_ragged_lines=True,
             encoding="utf8-lossy",
             missing_columns="insert",
+            extra_columns="ignore",
             raise_if_empty=False,
         )
 

@@ -61,9 +61,11 @@ class LineFormat(LogFormat):
         handle = self.handler(stats, source.name)
         parsed = mismatched = 0
         for line in iter_lines(source, stats):
+            if not line.strip():
+                continue  # blank lines are neither parsed nor skipped
             if handle(line):
                 parsed += 1
-            elif line.strip():
+            else:
                 mismatched += 1
         self.finish(stats)
         stats.parsed += parsed
