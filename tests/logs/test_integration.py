@@ -34,6 +34,9 @@ class Handler(BaseHTTPRequestHandler):
         elif self.path.endswith("/slow"):
             time.sleep(2.5)
             code, body = 200, b"late\\n"
+        elif self.path.endswith("/busy"):
+            time.sleep(0.2)
+            code, body = 200, b"busy\\n"
         else:
             code, body = 200, b"ok\\n"
         self.send_response(code)
@@ -158,6 +161,7 @@ frontend fe
     bind 127.0.0.1:{port}
     use_backend be_dead if {{ path_beg /dead }}
     use_backend be_down if {{ path_beg /down }}
+    use_backend be_one if {{ path_beg /one }}
     default_backend be_llm
 
 backend be_llm
@@ -171,6 +175,9 @@ backend be_dead
 
 backend be_down
     server srv3 127.0.0.1:{dead} disabled
+
+backend be_one
+    server srv4 127.0.0.1:{backend} maxconn 1
 """
 
 
@@ -186,16 +193,17 @@ def test_haproxy_failures_become_incidents(cli, tmp_path: Path, result_validator
             slow = fire(f"{base}/slow", 3, parallel=3)
             refused = fire(f"{base}/dead/x", 3)
             down = fire(f"{base}/down/x", 2)
+            queued = fire(f"{base}/one/busy", 6, parallel=6)  # one at a time: the others wait in HAProxy's queue
             log = router.log
-            # HAProxy writes a line when the session closes: wait (bounded) until all 21 are there
-            wait_until(lambda: len(router.log_text().splitlines()) >= 21, timeout=10)
+            # HAProxy writes a line when the session closes: wait (bounded) until all 27 are there
+            wait_until(lambda: len(router.log_text().splitlines()) >= 27, timeout=10)
     assert ok[2] == [200] * 8 and failed[2] == [500] * 4 and slow[2] == [504] * 3
-    assert refused[2] == [503] * 3 and down[2] == [503] * 2
+    assert refused[2] == [503] * 3 and down[2] == [503] * 2 and queued[2] == [200] * 6
 
     data = analyze(cli, tmp_path, str(log))
     result_validator(data)
     row = data["metrics"]["files"][0]
-    assert row["format"] == "haproxy" and row["parsed"] == 20 + 1  # + the readiness probe's empty connection
+    assert row["format"] == "haproxy" and row["parsed"] == 26 + 1  # + the readiness probe's empty connection
     timeouts = incidents(data, "upstream_timeout", ".log")
     assert [(i["subject"], i["count"]) for i in timeouts] == [("be_llm/srv1", 3)] and within(timeouts[0], slow[:2])
     connect = incidents(data, "upstream_connect_error", ".log")
@@ -206,3 +214,6 @@ def test_haproxy_failures_become_incidents(cli, tmp_path: Path, result_validator
     assert {"R006", "R007", "R008"} <= set(codes)
     assert codes["R008"]["evidence"]["inferred_timeout_ms"] == pytest.approx(1000, abs=60)
     assert data["metrics"]["attempts"]["2"] == 3  # one retry per refused request
+    # six requests through a server with maxconn 1 and 200 ms per request: up to ~1 s in the queue
+    assert "R009" in codes and codes["R009"]["evidence"]["worst_max_queue_ms"] >= 600
+    assert max(q["max_ms"] for q in data["metrics"]["queue"]) >= 600
