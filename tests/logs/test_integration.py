@@ -7,6 +7,7 @@ the incidents `infradoctor logs` finds in the routers' own logs: kind, count, up
 from __future__ import annotations
 
 import json
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -43,6 +44,13 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Length", "3")
+        self.end_headers()
+        self.wfile.write(b"ok\\n")
 
     def log_message(self, *args):
         pass
@@ -154,6 +162,45 @@ def test_nginx_failures_become_incidents(cli, tmp_path: Path, result_validator) 
     assert upstreams[good]["errors"] == 6 + 3 and upstreams[good]["requests"] == 10 + 6 + 3 + 8
     assert upstreams[dead_addr]["error_rate"] == 1.0
     assert data["metrics"]["attempts"] == {"1": 31, "2": 5}
+
+
+def slow_upload(port: int, seconds: float = 0.6, parts: int = 6) -> int:
+    """POST a body one byte at a time over ``seconds``: a slow client. Returns the status."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(f"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: {parts}\r\nConnection: close\r\n\r\n"
+                     .encode())
+        for _ in range(parts):
+            time.sleep(seconds / parts)
+            sock.sendall(b"x")
+        response = b""
+        while chunk := sock.recv(4096):
+            response += chunk
+    return int(response.split(b" ", 2)[1])
+
+
+def test_nginx_slow_clients_show_as_router_time(cli, tmp_path: Path) -> None:
+    with python_server(BACKEND, tmp_path, name="backend") as backend:
+        config = f"""
+    log_format upstream_full '{NGINX_UPSTREAM_FULL}';
+    server {{
+        listen 127.0.0.1:{{port}};
+        access_log {{prefix}}/access.log upstream_full;
+        location / {{ proxy_pass http://127.0.0.1:{backend.port}; }}
+    }}
+"""
+        with nginx(config, tmp_path) as router:
+            fast = fire(f"{router.url}/ok", 4)
+            with ThreadPoolExecutor(max_workers=3) as pool:
+                slow = list(pool.map(lambda _: slow_upload(router.port), range(3)))
+            wait_until(lambda: len(router.log_text().splitlines()) >= 7, timeout=10)
+            access = router.log
+    assert fast[2] == [200] * 4 and slow == [200] * 3
+    data = analyze(cli, tmp_path, str(access), "--min-requests", "3")
+    split = data["metrics"]["router_split"]
+    # nginx buffers the body before it calls the backend: the slow upload is the router's time, not upstream time
+    assert split["router_p99_ms"] >= 400 and split["upstream_p99_ms"] < 200
+    r001 = [f for f in data["findings"] if f["code"] == "R001"]
+    assert r001 and r001[0]["evidence"]["router_p99_ms"] >= 400
 
 
 HAPROXY_BODY = """
