@@ -1,8 +1,8 @@
 """The bounded accumulator every parser fills: histograms and counters, never one object per line kept.
 
 Latencies are kept as whole-millisecond histograms, which give exact percentiles at millisecond resolution in memory
-that does not grow with the file. Failure events are counted per (signature, subject, second) so incidents can be
-rebuilt as time windows; example lines are kept, at most :data:`MAX_EXAMPLES` per (signature, subject).
+that does not grow with the file. Failure events are counted per (signature, subject, second, file) so incidents can
+be rebuilt as time windows; example lines are kept, at most :data:`MAX_EXAMPLES` per (signature, subject, file).
 """
 
 from __future__ import annotations

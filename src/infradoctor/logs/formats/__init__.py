@@ -8,6 +8,7 @@ from infradoctor.logs.formats.access import AccessFormat
 from infradoctor.logs.formats.base import LogFormat, ParseOptions
 from infradoctor.logs.formats.haproxy import HaproxyFormat
 from infradoctor.logs.formats.jsonl import JsonLinesFormat
+from infradoctor.logs.formats.kernel import KernelFormat
 from infradoctor.logs.formats.layout import (
     ENVOY_PRESETS,
     NGINX_COMBINED,
@@ -16,7 +17,8 @@ from infradoctor.logs.formats.layout import (
     compile_envoy,
     compile_nginx,
 )
-from infradoctor.logs.formats.text import KernelFormat, NginxErrorFormat, TextFormat
+from infradoctor.logs.formats.nginx_error import NginxErrorFormat
+from infradoctor.logs.formats.text import TextFormat
 
 FORMAT_NAMES = ("auto", "nginx", "nginx-error", "envoy", "haproxy", "jsonl", "kernel", "text")
 """Values of ``--format``."""

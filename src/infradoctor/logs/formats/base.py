@@ -71,3 +71,10 @@ class LineFormat(LogFormat):
         stats.parsed += parsed
         if mismatched:
             stats.skip(SKIP_MISMATCH, mismatched)
+
+
+class DatedLineFormat(LineFormat):
+    """A line format whose timestamps may lack a year (syslog, ``Nov 29 10:00:00``): ``year`` fills it in."""
+
+    def __init__(self, year: int = 1970) -> None:
+        self.year = year
