@@ -82,6 +82,22 @@ def test_gzip_input_gives_the_same_statistics(logs_dir: Path) -> None:
     assert event_counts(packed) == event_counts(plain) and packed.request_hist == plain.request_hist
 
 
+@pytest.mark.parametrize("engine", ["python", "polars"])
+@pytest.mark.parametrize("compress", ["xz", "bz2"])
+def test_xz_and_bzip2_input(tmp_path: Path, logs_dir: Path, compress: str, engine: str) -> None:
+    import bz2
+    import lzma
+
+    if engine == "polars":
+        needs_polars()
+    data = (logs_dir / "envoy_default.log").read_bytes()
+    path = tmp_path / f"envoy.log.{compress}"
+    path.write_bytes(lzma.compress(data) if compress == "xz" else bz2.compress(data))
+    plain, _ = parse_file(logs_dir / "envoy_default.log")
+    packed, name = parse_file(path, engine=engine)
+    assert name == "envoy" and event_counts(packed) == event_counts(plain) and packed.parsed == 40
+
+
 def test_envoy_json_access_log(logs_dir: Path) -> None:
     stats, name = parse_file(logs_dir / "envoy.jsonl")
     assert name == "jsonl" and stats.requests == 24

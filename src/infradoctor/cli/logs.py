@@ -13,8 +13,9 @@ class LogsCommand(Command):
 
     Reads nginx access logs (any log_format; default combined; retries in $upstream_addr), nginx error logs, Envoy
     access logs (default, Istio or any format string; JSON), HAProxy httplog, JSON-lines app logs, Python
-    tracebacks and kernel logs (NVRM: Xid). Files may be gzip-compressed. --format auto sniffs each file from its
-    first lines. Large access logs are parsed with polars in flat memory; bad lines are counted, never fatal.
+    tracebacks and kernel logs (NVRM: Xid). Files may be gzip, xz or bzip2 compressed. --format auto sniffs each
+    file from its first lines. Large access logs are parsed with polars in flat memory; bad lines are counted, never
+    fatal.
 
     Reports incidents (signature, upstream, time window, count, example lines), a per-upstream table (requests,
     error rate, p50/p99), the router's own time (request minus upstream time), retries, HAProxy queueing and a
@@ -27,7 +28,7 @@ class LogsCommand(Command):
         """Arguments."""
         from infradoctor.logs.formats import FORMAT_NAMES
 
-        parser.add_argument("files", nargs="+", metavar="FILE", help="log files (.gz is fine)")
+        parser.add_argument("files", nargs="+", metavar="FILE", help="log files (.gz, .xz, .bz2 are fine)")
         parser.add_argument("--format", choices=FORMAT_NAMES, default="auto",
                             help="format of every file (default: sniff each file)")
         parser.add_argument("--nginx-log-format", metavar="STR",

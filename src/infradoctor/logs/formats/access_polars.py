@@ -14,7 +14,9 @@ a later chunk is scanned again only when a new kind of failure first appears in 
 
 from __future__ import annotations
 
+import lzma
 import re
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -98,7 +100,8 @@ def parse_access_polars(source: LogSource, layout: AccessLayout, stats: LogStats
                 plan.take_examples(frames[-1], decoder, stats)
             else:
                 plan.collect_examples(chunk, frames[_INDEX["timeline"]], decoder, stats)
-    except (pl.exceptions.PolarsError, OSError, EOFError, ValueError, RuntimeError) as exc:
+    except (pl.exceptions.PolarsError, OSError, EOFError, ValueError, RuntimeError, zlib.error,
+            lzma.LZMAError) as exc:
         stats.skip("read_error", 1, f"{source.name}: stopped reading ({type(exc).__name__}: {exc}); "
                    "lines before the error are counted")
     tables = {name: _sum(pl, pieces, _KEYS[name]) if pieces else None for name, pieces in parts.items()}
