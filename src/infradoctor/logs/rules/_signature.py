@@ -44,12 +44,15 @@ def signature_findings(
     subjects = summary["subjects"]
     assert isinstance(subjects, dict)
     top = ", ".join(list(subjects)[:3])
-    title = f"{summary['count']} {what} in {len(incidents)} window(s)" + (f" at {top}" if top and top != "-" else "")
+    count = int(str(summary["count"]))
+    windows = len(incidents)
+    title = (f"{what}: {count} failing line{'s' if count != 1 else ''} in {windows} window{'s' if windows != 1 else ''}"
+             + (f" at {top}" if top and top != "-" else ""))
     fixes = " ".join(dict.fromkeys(BY_ID[s].fix for s in signatures if s in BY_ID))
     evidence_dict = {"kinds": {s: evidence.signature_counts.get(s, 0) for s in signatures
                                     if evidence.signature_counts.get(s)}, **summary}
     return [make_finding(code, title, evidence_dict, severity=severity, fix=fixes or None,
-                         impact=_share(evidence, int(str(summary["count"]))), location=largest_file(incidents))]
+                         impact=_share(evidence, count), location=largest_file(incidents))]
 
 
 def largest_file(incidents: Sequence[Incident]) -> Location | None:

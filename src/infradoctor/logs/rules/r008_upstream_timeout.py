@@ -56,7 +56,8 @@ def check(evidence: LogsEvidence, options: RuleOptions) -> list[Finding]:
     durations = dict(evidence.signature_durations.get("upstream_timeout", {}))
     timeout_ms, share = infer_timeout_ms(durations)
     success_p99 = hist_quantile(evidence.success_hist, 0.99)
-    title = f"{summary['count']} requests timed out at the router"
+    count = int(str(summary["count"]))
+    title = f"{count} request{'s' if count != 1 else ''} timed out at the router"
     if timeout_ms is not None:
         title += f" after ~{timeout_ms / 1000:.2f} s (inferred router timeout)"
     fix = None
