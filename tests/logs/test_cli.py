@@ -87,3 +87,16 @@ def test_engine_choice(cli, tmp_path: Path, logs_dir: Path) -> None:
         assert auto["metrics"][key] == forced["metrics"][key], key
     strip = [{k: v for k, v in i.items() if k != "examples"} for i in auto["metrics"]["incidents"]]
     assert strip == [{k: v for k, v in i.items() if k != "examples"} for i in forced["metrics"]["incidents"]]
+
+
+def test_special_files_are_reported_not_opened(cli, tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)  # opening it for reading would block: it must be refused before that
+    dangling = tmp_path / "gone.log"
+    dangling.symlink_to(tmp_path / "nowhere.log")
+    run = cli("logs", str(fifo), "/dev/null", str(dangling), "--no-store", "-q", "--json", str(tmp_path / "o.json"))
+    assert run.exit_code == 3
+    data = json.loads((tmp_path / "o.json").read_text())
+    assert [f["error"] for f in data["metrics"]["files"]] == ["not_a_file", "not_a_file", "not_found"]
