@@ -267,3 +267,27 @@ def test_user_envoy_format(tmp_path: Path) -> None:
     stats = LogStats()
     chosen.parse(source, stats, ParseOptions(engine="python"))
     assert event_counts(stats) == {("upstream_timeout", "10.0.0.7:80"): 1}
+
+
+def test_unknown_nginx_format_is_derived_from_key_value_fields(tmp_path: Path) -> None:
+    head = '10.0.0.5 - - [29/Nov/2026:10:00:0{s} +0000] "POST /v1/x HTTP/1.1" {st} 167 "-" "curl/8.5.0"'
+    path = tmp_path / "custom.log"
+    path.write_text(
+        head.format(s=0, st=200) + ' rt=0.812 urt="0.810" ua="10.1.0.11:8000" us="200" cache=MISS\n'
+        + head.format(s=1, st=504) + ' rt=1.001 urt="1.000" ua="10.1.0.13:8000" us="504" cache=MISS\n'
+        + head.format(s=2, st=200) + ' rt=0.903 urt="0.001, 0.850" ua="10.1.0.12:8000, 10.1.0.11:8000" us="502, 200"'
+        ' cache=-\n'
+    )
+    stats, name = parse_file(path)
+    assert name == "nginx" and stats.parsed == 3
+    assert event_counts(stats) == {("upstream_timeout", "10.1.0.13:8000"): 1}
+    assert stats.attempts_hist == {1: 2, 2: 1} and stats.overhead_hist == {2: 1, 1: 1}
+
+
+def test_unknown_tail_without_keys_still_gives_status_and_time(tmp_path: Path) -> None:
+    path = tmp_path / "tail.log"
+    path.write_text('10.0.0.5 - - [29/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 502 157 "-" "curl/8.5.0" 0.004 '
+                    '"backend-a" -\n')
+    stats, name = parse_file(path)
+    assert name == "nginx" and stats.parsed == 1
+    assert event_counts(stats) == {("upstream_connect_error", "-"): 1}

@@ -16,6 +16,7 @@ from infradoctor.logs.formats.layout import (
     FormatError,
     compile_envoy,
     compile_nginx,
+    derive_nginx_format,
 )
 from infradoctor.logs.formats.nginx_error import NginxErrorFormat
 from infradoctor.logs.formats.text import TextFormat
@@ -57,6 +58,18 @@ def candidates(
         KernelFormat(year),
     ]
     return formats
+
+
+def _derived_nginx(sample: Sequence[str]) -> AccessFormat | None:
+    """An nginx format derived from the first sample line that starts like ``combined`` (custom fields after it)."""
+    for line in sample[:5]:
+        derived = derive_nginx_format(line)
+        if derived is not None:
+            try:
+                return AccessFormat("nginx", compile_nginx(derived))
+            except FormatError:
+                return None
+    return None
 
 
 def choose_format(
@@ -107,6 +120,12 @@ def choose_format(
         if score == 1.0:
             break
     assert best is not None
+    if name in ("auto", "nginx") and best_score < SNIFF_THRESHOLD:
+        derived = _derived_nginx(sample)
+        if derived is not None:
+            score = derived.sniff(sample)
+            if score >= SNIFF_THRESHOLD:
+                return derived, score
     if name == "auto" and best_score < SNIFF_THRESHOLD:
         return TextFormat(year), 1.0
     if name == "nginx" and best_score <= 0:
