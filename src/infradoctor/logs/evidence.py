@@ -22,7 +22,7 @@ INCIDENT_GAP_S = 60
 MAX_INCIDENTS = 200
 """Incidents kept in the result (largest first); the rest are counted."""
 ERROR_STATUS = 500
-"""Upstream statuses at or above this (and attempts without a status) count as errors."""
+"""Statuses at or above this count as errors (an attempt without a status, e.g. the client left first, does not)."""
 
 
 def hist_quantile(hist: Mapping[int, int], q: float) -> float | None:
@@ -94,7 +94,7 @@ class UpstreamStats:
     attempts: int
     """Requests sent to it (each retry counts)."""
     errors: int
-    """Attempts that got a 5xx or no status."""
+    """Attempts that got a 5xx."""
     p50_ms: float | None
     """Median upstream time of its attempts."""
     p99_ms: float | None
@@ -153,7 +153,7 @@ class LogsEvidence:
     requests: int
     """Access-log requests parsed."""
     request_errors: int
-    """Requests answered 5xx (or with no status)."""
+    """Requests answered 5xx."""
     request_p50_ms: float | None
     """Median request time as the router logged it."""
     request_p99_ms: float | None
@@ -181,7 +181,7 @@ class LogsEvidence:
     signature_durations: Mapping[str, Mapping[int, int]]
     """Signature -> histogram of request ms of its lines (where the line has a duration)."""
     success_hist: Mapping[int, int]
-    """Request ms histogram of non-failing requests (status < 500)."""
+    """Request ms histogram of answered requests below 500 (client disconnects left out)."""
     queue_by_minute: tuple[tuple[int, int, float, int], ...]
     """HAProxy queue time per minute: (epoch minute, requests, mean Tw ms, max Tw ms), in time order."""
     xids: Mapping[tuple[int, str], int]
@@ -205,9 +205,9 @@ def build_evidence(stats: LogStats, files: tuple[str, ...]) -> LogsEvidence:
     request_errors = 0
     for (status, ms), count in stats.request_hist.items():
         request_hist[ms] += count
-        if status == UNKNOWN or status >= ERROR_STATUS:
+        if status >= ERROR_STATUS:
             request_errors += count
-        else:
+        elif 100 <= status < 499:  # not client disconnects (nginx 499, Envoy 0) nor unknown
             success_hist[ms] += count
     upstream_hist: Counter[int] = Counter()
     per_upstream: dict[str, Counter[int]] = defaultdict(Counter)
@@ -217,7 +217,7 @@ def build_evidence(stats: LogStats, files: tuple[str, ...]) -> LogsEvidence:
         upstream_hist[ms] += count
         per_upstream[upstream][ms] += count
         per_upstream_attempts[upstream] += count
-        if status == UNKNOWN or status >= ERROR_STATUS:
+        if status >= ERROR_STATUS:
             per_upstream_errors[upstream] += count
     upstreams = tuple(
         UpstreamStats(
