@@ -209,19 +209,24 @@ class RequestDecoder:
         status_raw: str | None,
         addr: str | None,
         flags: str | None,
-        request_raw: str | None,
         count: int,
     ) -> None:
-        """Timeline counts by status class and kind; for failures also the event and the duration."""
+        """Timeline counts by status class and kind; for failures also the event."""
         status = to_int(status_raw)
         signature, subject = self.signature(status, addr, flags)
         second = self.second(time_raw)
         stats.add_timeline(second, status_class(status), signature, count)
-        if signature is None:
-            return
-        stats.count_event(signature, subject, second, count)
+        if signature is not None:
+            stats.count_event(signature, subject, second, count)
+
+    def add_durations(
+        self, stats: LogStats, status_raw: str | None, addr: str | None, flags: str | None, request_raw: str | None,
+        count: int,
+    ) -> None:
+        """Request durations of failing requests, per kind (for timeout inference)."""
+        signature, _ = self.signature(to_int(status_raw), addr, flags)
         request_ms = to_ms(request_raw, self.layout.request_scale) if request_raw is not None else UNKNOWN
-        if request_ms != UNKNOWN:
+        if signature is not None and request_ms != UNKNOWN:
             stats.sig_durations[(signature, request_ms)] += count
 
     def add_example(
@@ -238,8 +243,9 @@ class RequestDecoder:
         request_raw = get(ROLE_REQUEST_TIME)
         self.add_counts(stats, status_raw, request_raw, addr, get(ROLE_UPSTREAM_STATUS), get(ROLE_UPSTREAM_TIME),
                         get(ROLE_ATTEMPTS), 1)
-        self.add_outcome(stats, time_raw, status_raw, addr, flags, request_raw, 1)
+        self.add_outcome(stats, time_raw, status_raw, addr, flags, 1)
         if self.may_fail(status_raw, flags):
+            self.add_durations(stats, status_raw, addr, flags, request_raw, 1)
             self.add_example(stats, status_raw, addr, flags, line)
 
     def may_fail(self, status_raw: str | None, flags: str | None) -> bool:
@@ -261,6 +267,7 @@ class _RawGroups:
         self.requests: Counter[tuple[str | None, str | None]] = Counter()
         self.upstreams: Counter[tuple[str | None, ...]] = Counter()
         self.outcomes: Counter[tuple[str | None, ...]] = Counter()
+        self.durations: Counter[tuple[str | None, ...]] = Counter()
 
 
 class AccessFormat(LineFormat):
@@ -292,7 +299,7 @@ class AccessFormat(LineFormat):
         roles = [role for role in ALL_ROLES if role in self.layout.roles]
         slot = {role: index for index, role in enumerate(roles)}
         pick = [slot.get(role) for role in ALL_ROLES]
-        requests, upstreams, outcomes = groups.requests, groups.upstreams, groups.outcomes
+        requests, upstreams, outcomes, durations = groups.requests, groups.upstreams, groups.outcomes, groups.durations
         overhead_hist = stats.overhead_hist
         second_key, minute_key = decoder.second_key, decoder.minute_key
 
@@ -310,10 +317,11 @@ class AccessFormat(LineFormat):
             if overhead is not None:
                 overhead_hist[overhead] += 1
             if decoder.may_fail(status, flags):
-                outcomes[(second_key(time_raw), status, addr, flags, request)] += 1
+                outcomes[(second_key(time_raw), status, addr, flags)] += 1
+                durations[(status, addr, flags, request)] += 1
                 decoder.add_example(stats, status, addr, flags, line)
             else:
-                outcomes[(minute_key(time_raw), status, None, flags, None)] += 1
+                outcomes[(minute_key(time_raw), status, None, flags)] += 1
             return True
 
         return handle
@@ -325,8 +333,10 @@ class AccessFormat(LineFormat):
             decoder.add_request_time(stats, status, request, count)
         for (status, addr, ustatus, utime, attempts), count in groups.upstreams.items():
             decoder.add_upstreams(stats, status, addr, ustatus, utime, attempts, count)
-        for (time_raw, status, addr, flags, request), count in groups.outcomes.items():
-            decoder.add_outcome(stats, time_raw, status, addr, flags, request, count)
+        for (time_raw, status, addr, flags), count in groups.outcomes.items():
+            decoder.add_outcome(stats, time_raw, status, addr, flags, count)
+        for (status, addr, flags, request), count in groups.durations.items():
+            decoder.add_durations(stats, status, addr, flags, request, count)
         self._groups = _RawGroups()
 
     def sniff(self, lines: Sequence[str]) -> float:

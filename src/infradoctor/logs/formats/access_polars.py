@@ -56,9 +56,10 @@ _ROLES = (ROLE_TIME, ROLE_STATUS, ROLE_REQUEST_TIME, ROLE_UPSTREAM, ROLE_UPSTREA
 _REQUEST_KEYS = (ROLE_STATUS, ROLE_REQUEST_TIME)
 _UPSTREAM_KEYS = (ROLE_STATUS, ROLE_UPSTREAM, ROLE_UPSTREAM_STATUS, ROLE_UPSTREAM_TIME, ROLE_ATTEMPTS)
 _OVERHEAD_KEYS = ("overhead_ms",)
-_TIMELINE_KEYS = ("tkey", ROLE_STATUS, "fail_addr", ROLE_FLAGS, "fail_request")
+_TIMELINE_KEYS = ("tkey", ROLE_STATUS, "fail_addr", ROLE_FLAGS)
+_DURATION_KEYS = (ROLE_STATUS, ROLE_UPSTREAM, ROLE_FLAGS, ROLE_REQUEST_TIME)
 _KEYS = {"requests": _REQUEST_KEYS, "upstreams": _UPSTREAM_KEYS, "overhead": _OVERHEAD_KEYS,
-         "timeline": _TIMELINE_KEYS}
+         "timeline": _TIMELINE_KEYS, "durations": _DURATION_KEYS}
 _BLANK_LINE = re.compile(rb"\n(?=\n)")
 _INDEX = {name: index for index, name in enumerate([*_KEYS, "totals"])}
 EXAMPLE_CHUNKS = 2
@@ -258,13 +259,12 @@ class _Plan:
         frame = self.scan(chunk).select(*raw, ok=self.ok, blank=self.blank, **self.select)
         parsed = frame.filter(pl.col("ok")).with_columns(tkey=self.tkey)
         fail_addr = pl.when(self.may_fail).then(pl.col(ROLE_UPSTREAM)).otherwise(None)
-        fail_request = pl.when(self.may_fail).then(pl.col(ROLE_REQUEST_TIME)).otherwise(None)
         return [
             parsed.group_by(*_REQUEST_KEYS).agg(n=pl.len()),
             parsed.group_by(*_UPSTREAM_KEYS).agg(n=pl.len()),
             parsed.select(overhead_ms=self.overhead).drop_nulls().group_by(*_OVERHEAD_KEYS).agg(n=pl.len()),
-            parsed.with_columns(fail_addr=fail_addr, fail_request=fail_request)
-            .group_by(*_TIMELINE_KEYS).agg(n=pl.len()),
+            parsed.with_columns(fail_addr=fail_addr).group_by(*_TIMELINE_KEYS).agg(n=pl.len()),
+            parsed.filter(self.may_fail).group_by(*_DURATION_KEYS).agg(n=pl.len()),
             frame.select(rows=pl.len(), blank=pl.col("blank").sum()),
         ] + ([self._examples(parsed)] if with_examples else [])
 
@@ -291,7 +291,7 @@ class _Plan:
         wanted: set[tuple[str | None, str]] = set()
         if self.example_scans >= MAX_EXAMPLE_SCANS:
             return
-        for _tkey, status, addr, flags, _request, _n in timeline.iter_rows():
+        for _tkey, status, addr, flags, _n in timeline.iter_rows():
             if not decoder.may_fail(status, flags):
                 continue
             key = decoder.signature(to_int(status), addr, flags)
@@ -324,6 +324,8 @@ def _merge(decoder: RequestDecoder, tables: dict[str, Any], stats: LogStats) -> 
         decoder.add_upstreams(stats, status, addr, ustatus, utime, attempts, n)
     for overhead_ms, n in _rows(tables["overhead"]):
         stats.overhead_hist[overhead_ms] += n
-    for tkey, status, fail_addr, flags, fail_request, n in _rows(tables["timeline"]):
-        decoder.add_outcome(stats, tkey, status, fail_addr, flags, fail_request, n)
+    for tkey, status, fail_addr, flags, n in _rows(tables["timeline"]):
+        decoder.add_outcome(stats, tkey, status, fail_addr, flags, n)
+    for status, addr, flags, request, n in _rows(tables["durations"]):
+        decoder.add_durations(stats, status, addr, flags, request, n)
     return parsed
