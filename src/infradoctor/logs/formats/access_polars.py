@@ -54,12 +54,14 @@ _ROLES = (ROLE_TIME, ROLE_STATUS, ROLE_REQUEST_TIME, ROLE_UPSTREAM, ROLE_UPSTREA
 # Group keys (raw strings, columns named after roles) of the queries that see every line. Few keys per query keep
 # the number of distinct groups (and so the Python decoding) small.
 _REQUEST_KEYS = (ROLE_STATUS, ROLE_REQUEST_TIME)
-_UPSTREAM_KEYS = (ROLE_STATUS, ROLE_UPSTREAM, ROLE_UPSTREAM_STATUS, ROLE_UPSTREAM_TIME, ROLE_ATTEMPTS)
+# fail_request (the request time of failing requests, for timeout inference) rides with the upstream groups: no
+# time in the key, so the groups stay bounded by distinct durations, not by failing lines.
+_UPSTREAM_KEYS = (ROLE_STATUS, ROLE_UPSTREAM, ROLE_UPSTREAM_STATUS, ROLE_UPSTREAM_TIME, ROLE_ATTEMPTS, ROLE_FLAGS,
+                  "fail_request")
 _OVERHEAD_KEYS = ("overhead_ms",)
 _TIMELINE_KEYS = ("tkey", ROLE_STATUS, "fail_addr", ROLE_FLAGS)
-_DURATION_KEYS = (ROLE_STATUS, ROLE_UPSTREAM, ROLE_FLAGS, ROLE_REQUEST_TIME)
 _KEYS = {"requests": _REQUEST_KEYS, "upstreams": _UPSTREAM_KEYS, "overhead": _OVERHEAD_KEYS,
-         "timeline": _TIMELINE_KEYS, "durations": _DURATION_KEYS}
+         "timeline": _TIMELINE_KEYS}
 _BLANK_LINE = re.compile(rb"\n(?=\n)")
 _INDEX = {name: index for index, name in enumerate([*_KEYS, "totals"])}
 EXAMPLE_CHUNKS = 2
@@ -259,12 +261,12 @@ class _Plan:
         frame = self.scan(chunk).select(*raw, ok=self.ok, blank=self.blank, **self.select)
         parsed = frame.filter(pl.col("ok")).with_columns(tkey=self.tkey)
         fail_addr = pl.when(self.may_fail).then(pl.col(ROLE_UPSTREAM)).otherwise(None)
+        fail_request = pl.when(self.may_fail).then(pl.col(ROLE_REQUEST_TIME)).otherwise(None)
         return [
             parsed.group_by(*_REQUEST_KEYS).agg(n=pl.len()),
-            parsed.group_by(*_UPSTREAM_KEYS).agg(n=pl.len()),
+            parsed.with_columns(fail_request=fail_request).group_by(*_UPSTREAM_KEYS).agg(n=pl.len()),
             parsed.select(overhead_ms=self.overhead).drop_nulls().group_by(*_OVERHEAD_KEYS).agg(n=pl.len()),
             parsed.with_columns(fail_addr=fail_addr).group_by(*_TIMELINE_KEYS).agg(n=pl.len()),
-            parsed.filter(self.may_fail).group_by(*_DURATION_KEYS).agg(n=pl.len()),
             frame.select(rows=pl.len(), blank=pl.col("blank").sum()),
         ] + ([self._examples(parsed)] if with_examples else [])
 
@@ -320,12 +322,12 @@ def _merge(decoder: RequestDecoder, tables: dict[str, Any], stats: LogStats) -> 
     for status, request, n in _rows(tables["requests"]):
         parsed += n
         decoder.add_request_time(stats, status, request, n)
-    for status, addr, ustatus, utime, attempts, n in _rows(tables["upstreams"]):
+    for status, addr, ustatus, utime, attempts, flags, fail_request, n in _rows(tables["upstreams"]):
         decoder.add_upstreams(stats, status, addr, ustatus, utime, attempts, n)
+        if fail_request is not None:
+            decoder.add_durations(stats, status, addr, flags, fail_request, n)
     for overhead_ms, n in _rows(tables["overhead"]):
         stats.overhead_hist[overhead_ms] += n
     for tkey, status, fail_addr, flags, n in _rows(tables["timeline"]):
         decoder.add_outcome(stats, tkey, status, fail_addr, flags, n)
-    for status, addr, flags, request, n in _rows(tables["durations"]):
-        decoder.add_durations(stats, status, addr, flags, request, n)
     return parsed
