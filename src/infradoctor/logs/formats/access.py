@@ -1,8 +1,8 @@
 """nginx and Envoy access logs from a compiled :class:`AccessLayout`: polars for large files, Python otherwise.
 
-Both engines hand the same raw field strings to one :class:`RequestDecoder`: the Python engine once per line, the
-polars engine once per distinct group of raw values (with its count). So both give the same statistics by
-construction; only the line splitting differs.
+Both engines count identical tuples of raw field strings (the Python engine with one regular expression per line,
+polars per column) and hand each distinct tuple, with its count, to one :class:`RequestDecoder`. So both give the
+same statistics by construction; only the line splitting differs. JSON access logs use the decoder line by line.
 """
 
 from __future__ import annotations

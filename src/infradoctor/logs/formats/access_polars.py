@@ -3,8 +3,9 @@
 Measured on this class of machine (shared/reference/log-parsing-measured.md): splitting on ``"`` with a field-count
 guard, a regex only on short unquoted segments, and group-by runs at 2-3x the best pure-Python loop. Here polars does
 only that: every query groups *raw field strings* and counts them; the groups (distinct values, not lines) are then
-decoded by the same :class:`RequestDecoder` the Python engine uses line by line, so both engines agree by
-construction.
+decoded by the same :class:`RequestDecoder` the Python engine uses on its own groups, so both engines agree by
+construction (a test checks it on every recorded fixture). Non-failing lines are grouped per minute, failing ones
+per second (incidents need it).
 
 The file is handed to polars in chunks of :data:`CHUNK_BYTES` whole lines: polars holds memory in proportion to its
 input, so this keeps peak RSS flat whatever the file size. Per chunk, one scan feeds every query (requests,
