@@ -20,7 +20,7 @@ def test_all_fixtures_in_one_run(cli, tmp_path: Path, logs_dir: Path, result_val
     metrics = data["metrics"]
     assert {f["format"] for f in metrics["files"]} == {"nginx", "envoy", "haproxy", "nginx-error", "jsonl", "kernel",
                                                        "text"}
-    assert metrics["headline"]["requests"] == 95 + 12 + 10 + 40 + 40 + 24 + 45
+    assert metrics["headline"]["requests"] == 95 + 12 + 10 + 40 + 40 + 24 + 45 + 4
     assert len(metrics["distributions"]["upstream_latency_ms"]) <= 5000
     assert metrics["timeline"]["bucket_s"] == 60 and metrics["timeline"]["points"]
     kinds = {(i["kind"], i["subject"]) for i in metrics["incidents"]}
@@ -75,3 +75,28 @@ def test_renderers_escape_untrusted_log_text(cli, tmp_path: Path) -> None:
     example = data["metrics"]["incidents"][0]["examples"][0]
     assert "\x1b" not in example and "\\x1b" in example and "abcdefghijklmnop" not in example
     assert "\x1b[31m" not in render(result, "terminal")
+
+
+def test_engine_choice(cli, tmp_path: Path, logs_dir: Path) -> None:
+    path = str(logs_dir / "nginx_upstream.log")
+    _, auto = run_json(cli, tmp_path, path)
+    _, forced = run_json(cli, tmp_path, path, "--engine", "polars")
+    assert auto["metrics"]["files"][0]["engine"] == "python"  # small files skip polars' import cost
+    assert forced["metrics"]["files"][0]["engine"] == "polars"
+    for key in ("upstreams", "attempts", "router_split"):
+        assert auto["metrics"][key] == forced["metrics"][key], key
+    strip = [{k: v for k, v in i.items() if k != "examples"} for i in auto["metrics"]["incidents"]]
+    assert strip == [{k: v for k, v in i.items() if k != "examples"} for i in forced["metrics"]["incidents"]]
+
+
+def test_special_files_are_reported_not_opened(cli, tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)  # opening it for reading would block: it must be refused before that
+    dangling = tmp_path / "gone.log"
+    dangling.symlink_to(tmp_path / "nowhere.log")
+    run = cli("logs", str(fifo), "/dev/null", str(dangling), "--no-store", "-q", "--json", str(tmp_path / "o.json"))
+    assert run.exit_code == 3
+    data = json.loads((tmp_path / "o.json").read_text())
+    assert [f["error"] for f in data["metrics"]["files"]] == ["not_a_file", "not_a_file", "not_found"]

@@ -7,6 +7,7 @@ the incidents `infradoctor logs` finds in the routers' own logs: kind, count, up
 from __future__ import annotations
 
 import json
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from infradoctor.logs.formats.layout import NGINX_UPSTREAM_FULL
-from infradoctor.procs import free_port
+from infradoctor.procs import free_port, wait_until
 from tests.support.servers import haproxy, nginx, python_server
 
 pytestmark = pytest.mark.integration
@@ -34,12 +35,22 @@ class Handler(BaseHTTPRequestHandler):
         elif self.path.endswith("/slow"):
             time.sleep(2.5)
             code, body = 200, b"late\\n"
+        elif self.path.endswith("/busy"):
+            time.sleep(0.2)
+            code, body = 200, b"busy\\n"
         else:
             code, body = 200, b"ok\\n"
         self.send_response(code)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Length", "3")
+        self.end_headers()
+        self.wfile.write(b"ok\\n")
 
     def log_message(self, *args):
         pass
@@ -114,6 +125,7 @@ def test_nginx_failures_become_incidents(cli, tmp_path: Path, result_validator) 
             mixed = fire(f"{base}/mixed/ok", 8)
             flaky = fire(f"{base}/flaky/x", 4)
             prefix = router.log.parent
+            wait_until(lambda: len(router.log_text().splitlines()) >= 36, timeout=10)
         access, error = prefix / "access.log", prefix / "error.log"
     assert ok[2] == [200] * 10 and failed[2] == [500] * 6 and slow[2] == [504] * 3
     assert refused[2] == [502] * 5 and mixed[2] == [200] * 8 and flaky[2] == [502] * 4
@@ -152,11 +164,51 @@ def test_nginx_failures_become_incidents(cli, tmp_path: Path, result_validator) 
     assert data["metrics"]["attempts"] == {"1": 31, "2": 5}
 
 
+def slow_upload(port: int, seconds: float = 0.6, parts: int = 6) -> int:
+    """POST a body one byte at a time over ``seconds``: a slow client. Returns the status."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(f"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: {parts}\r\nConnection: close\r\n\r\n"
+                     .encode())
+        for _ in range(parts):
+            time.sleep(seconds / parts)
+            sock.sendall(b"x")
+        response = b""
+        while chunk := sock.recv(4096):
+            response += chunk
+    return int(response.split(b" ", 2)[1])
+
+
+def test_nginx_slow_clients_show_as_router_time(cli, tmp_path: Path) -> None:
+    with python_server(BACKEND, tmp_path, name="backend") as backend:
+        config = f"""
+    log_format upstream_full '{NGINX_UPSTREAM_FULL}';
+    server {{
+        listen 127.0.0.1:{{port}};
+        access_log {{prefix}}/access.log upstream_full;
+        location / {{ proxy_pass http://127.0.0.1:{backend.port}; }}
+    }}
+"""
+        with nginx(config, tmp_path) as router:
+            fast = fire(f"{router.url}/ok", 4)
+            with ThreadPoolExecutor(max_workers=3) as pool:
+                slow = list(pool.map(lambda _: slow_upload(router.port), range(3)))
+            wait_until(lambda: len(router.log_text().splitlines()) >= 7, timeout=10)
+            access = router.log
+    assert fast[2] == [200] * 4 and slow == [200] * 3
+    data = analyze(cli, tmp_path, str(access), "--min-requests", "3")
+    split = data["metrics"]["router_split"]
+    # nginx buffers the body before it calls the backend: the slow upload is the router's time, not upstream time
+    assert split["router_p99_ms"] >= 400 and split["upstream_p99_ms"] < 200
+    r001 = [f for f in data["findings"] if f["code"] == "R001"]
+    assert r001 and r001[0]["evidence"]["router_p99_ms"] >= 400
+
+
 HAPROXY_BODY = """
 frontend fe
     bind 127.0.0.1:{port}
     use_backend be_dead if {{ path_beg /dead }}
     use_backend be_down if {{ path_beg /down }}
+    use_backend be_one if {{ path_beg /one }}
     default_backend be_llm
 
 backend be_llm
@@ -170,6 +222,9 @@ backend be_dead
 
 backend be_down
     server srv3 127.0.0.1:{dead} disabled
+
+backend be_one
+    server srv4 127.0.0.1:{backend} maxconn 1
 """
 
 
@@ -185,22 +240,27 @@ def test_haproxy_failures_become_incidents(cli, tmp_path: Path, result_validator
             slow = fire(f"{base}/slow", 3, parallel=3)
             refused = fire(f"{base}/dead/x", 3)
             down = fire(f"{base}/down/x", 2)
-            time.sleep(0.3)  # let HAProxy flush its log lines
+            queued = fire(f"{base}/one/busy", 6, parallel=6)  # one at a time: the others wait in HAProxy's queue
             log = router.log
+            # HAProxy writes a line when the session closes: wait (bounded) until all 27 are there
+            wait_until(lambda: len(router.log_text().splitlines()) >= 27, timeout=10)
     assert ok[2] == [200] * 8 and failed[2] == [500] * 4 and slow[2] == [504] * 3
-    assert refused[2] == [503] * 3 and down[2] == [503] * 2
+    assert refused[2] == [503] * 3 and down[2] == [503] * 2 and queued[2] == [200] * 6
 
     data = analyze(cli, tmp_path, str(log))
     result_validator(data)
     row = data["metrics"]["files"][0]
-    assert row["format"] == "haproxy" and row["parsed"] == 20  # dontlognull: the readiness probe is not logged
+    assert row["format"] == "haproxy" and row["parsed"] == 26  # dontlognull: the readiness probe is not logged
     timeouts = incidents(data, "upstream_timeout", ".log")
     assert [(i["subject"], i["count"]) for i in timeouts] == [("be_llm/srv1", 3)] and within(timeouts[0], slow[:2])
     connect = incidents(data, "upstream_connect_error", ".log")
     assert [(i["subject"], i["count"]) for i in connect] == [("be_dead/srv2", 3)] and within(connect[0], refused[:2])
     no_server = incidents(data, "no_healthy_upstream", ".log")
-    assert [i["count"] for i in no_server] == [2] and within(no_server[0], down[:2])
+    assert [(i["subject"], i["count"]) for i in no_server] == [("be_down", 2)] and within(no_server[0], down[:2])
     codes = {f["code"]: f for f in data["findings"]}
     assert {"R006", "R007", "R008"} <= set(codes)
     assert codes["R008"]["evidence"]["inferred_timeout_ms"] == pytest.approx(1000, abs=60)
     assert data["metrics"]["attempts"]["2"] == 3  # one retry per refused request
+    # six requests through a server with maxconn 1 and 200 ms per request: up to ~1 s in the queue
+    assert "R009" in codes and codes["R009"]["evidence"]["worst_max_queue_ms"] >= 600
+    assert max(q["max_ms"] for q in data["metrics"]["queue"]) >= 600

@@ -4,13 +4,16 @@ from pathlib import Path
 
 import pytest
 
-from infradoctor.logs.formats import choose_format
+from infradoctor.logs.formats import ParseOptions, choose_format
 from infradoctor.logs.formats.layout import NGINX_UPSTREAM_FULL
+from infradoctor.logs.source import open_source, read_sample
 from infradoctor.logs.stats import NO_TIME, UNKNOWN, LogStats
 
 from .conftest import parse_file
 
-polars = pytest.importorskip("polars")
+
+def needs_polars() -> None:
+    pytest.importorskip("polars")
 
 
 def event_counts(stats: LogStats) -> dict[tuple[str, str], int]:
@@ -79,6 +82,22 @@ def test_gzip_input_gives_the_same_statistics(logs_dir: Path) -> None:
     assert event_counts(packed) == event_counts(plain) and packed.request_hist == plain.request_hist
 
 
+@pytest.mark.parametrize("engine", ["python", "polars"])
+@pytest.mark.parametrize("compress", ["xz", "bz2"])
+def test_xz_and_bzip2_input(tmp_path: Path, logs_dir: Path, compress: str, engine: str) -> None:
+    import bz2
+    import lzma
+
+    if engine == "polars":
+        needs_polars()
+    data = (logs_dir / "envoy_default.log").read_bytes()
+    path = tmp_path / f"envoy.log.{compress}"
+    path.write_bytes(lzma.compress(data) if compress == "xz" else bz2.compress(data))
+    plain, _ = parse_file(logs_dir / "envoy_default.log")
+    packed, name = parse_file(path, engine=engine)
+    assert name == "envoy" and event_counts(packed) == event_counts(plain) and packed.parsed == 40
+
+
 def test_envoy_json_access_log(logs_dir: Path) -> None:
     stats, name = parse_file(logs_dir / "envoy.jsonl")
     assert name == "jsonl" and stats.requests == 24
@@ -90,7 +109,7 @@ def test_haproxy_httplog(logs_dir: Path) -> None:
     stats, name = parse_file(logs_dir / "haproxy.log")
     assert name == "haproxy" and stats.parsed == 45
     assert event_counts(stats) == {("upstream_connect_error", "be_llm/srv3"): 2, ("upstream_timeout", "be_llm/srv1"): 1,
-                                   ("upstream_timeout", "be_llm/srv2"): 1, ("no_healthy_upstream", "-"): 1}
+                                   ("upstream_timeout", "be_llm/srv2"): 1, ("no_healthy_upstream", "be_llm"): 1}
     assert stats.attempts_hist[4] == 2  # SC after 3 retries
     means = [slot[1] / slot[0] for _, slot in sorted(stats.queue.items())]
     assert means[0] < 10 < 200 < means[-1]
@@ -143,8 +162,9 @@ def test_json_app_log(logs_dir: Path) -> None:
 
 
 @pytest.mark.parametrize("name", ["nginx_upstream.log", "envoy_default.log", "nginx_ingress.log",
-                                  "nginx_combined.log", "envoy_default.log.gz"])
+                                  "nginx_combined.log", "envoy_default.log.gz", "istio.log"])
 def test_polars_and_python_engines_agree(logs_dir: Path, name: str) -> None:
+    needs_polars()
     slow, _ = parse_file(logs_dir / name, engine="python")
     fast, _ = parse_file(logs_dir / name, engine="polars")
     for field in ("lines", "parsed", "requests", "request_hist", "attempt_hist", "overhead_hist", "attempts_hist",
@@ -172,11 +192,14 @@ def _dirty_nginx(path: Path) -> None:
 
 @pytest.mark.parametrize("engine", ["python", "polars"])
 def test_dirty_input_is_counted_never_fatal(tmp_path: Path, engine: str) -> None:
+    if engine == "polars":
+        needs_polars()
     path = tmp_path / "dirty.log"
     _dirty_nginx(path)
     stats, _ = parse_file(path, fmt="nginx", nginx_log_format=NGINX_UPSTREAM_FULL, engine=engine)
     assert stats.parsed == 94  # every good line (one was cut), including the non-UTF-8 one
-    assert sum(stats.skipped.values()) >= 4
+    # binary, 1 MB, all-quotes, cut mid-line and cut at the end; the two blank lines are not skipped lines
+    assert sum(stats.skipped.values()) == 5
     assert stats.notes["truncated_last_line"] == 1
     if engine == "python":
         assert stats.skipped["binary"] == 1 and stats.skipped["line_too_long"] == 1
@@ -224,3 +247,47 @@ def test_lines_without_time_still_count(tmp_path: Path) -> None:
     path.write_text("upstream request timeout\n")
     stats, _ = parse_file(path, fmt="text")
     assert stats.events == {("upstream_timeout", str(path), NO_TIME, str(path)): 1} and not stats.timeline
+
+
+def test_istio_envoy_format(logs_dir: Path) -> None:
+    stats, name = parse_file(logs_dir / "istio.log")
+    assert name == "envoy" and stats.parsed == 4
+    assert event_counts(stats) == {("upstream_connect_error", "10.44.2.9:8000"): 1, ("no_healthy_upstream", "-"): 1,
+                                   ("upstream_timeout", "10.44.1.27:8000"): 1}
+    assert stats.overhead_hist == {2: 1}
+
+
+def test_user_envoy_format(tmp_path: Path) -> None:
+    fmt = '%START_TIME% %RESPONSE_CODE% %RESPONSE_FLAGS% %DURATION% "%UPSTREAM_HOST%"'
+    path = tmp_path / "envoy_custom.log"
+    path.write_text('2026-11-29T10:00:00.000Z 504 UT 2000 "10.0.0.7:80"\n2026-11-29T10:00:01.000Z 200 - 12 "10.0.0.7:80"\n')
+    source = open_source(path)
+    chosen, share = choose_format("auto", read_sample(source), envoy_log_format=fmt)
+    assert chosen.name == "envoy" and share == 1.0
+    stats = LogStats()
+    chosen.parse(source, stats, ParseOptions(engine="python"))
+    assert event_counts(stats) == {("upstream_timeout", "10.0.0.7:80"): 1}
+
+
+def test_unknown_nginx_format_is_derived_from_key_value_fields(tmp_path: Path) -> None:
+    head = '10.0.0.5 - - [29/Nov/2026:10:00:0{s} +0000] "POST /v1/x HTTP/1.1" {st} 167 "-" "curl/8.5.0"'
+    path = tmp_path / "custom.log"
+    path.write_text(
+        head.format(s=0, st=200) + ' rt=0.812 urt="0.810" ua="10.1.0.11:8000" us="200" cache=MISS\n'
+        + head.format(s=1, st=504) + ' rt=1.001 urt="1.000" ua="10.1.0.13:8000" us="504" cache=MISS\n'
+        + head.format(s=2, st=200) + ' rt=0.903 urt="0.001, 0.850" ua="10.1.0.12:8000, 10.1.0.11:8000" us="502, 200"'
+        ' cache=-\n'
+    )
+    stats, name = parse_file(path)
+    assert name == "nginx" and stats.parsed == 3
+    assert event_counts(stats) == {("upstream_timeout", "10.1.0.13:8000"): 1}
+    assert stats.attempts_hist == {1: 2, 2: 1} and stats.overhead_hist == {2: 1, 1: 1}
+
+
+def test_unknown_tail_without_keys_still_gives_status_and_time(tmp_path: Path) -> None:
+    path = tmp_path / "tail.log"
+    path.write_text('10.0.0.5 - - [29/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 502 157 "-" "curl/8.5.0" 0.004 '
+                    '"backend-a" -\n')
+    stats, name = parse_file(path)
+    assert name == "nginx" and stats.parsed == 1
+    assert event_counts(stats) == {("upstream_connect_error", "-"): 1}

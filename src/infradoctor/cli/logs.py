@@ -12,9 +12,10 @@ class LogsCommand(Command):
     """Find failure signatures, incidents and router-vs-upstream time in logs.
 
     Reads nginx access logs (any log_format; default combined; retries in $upstream_addr), nginx error logs, Envoy
-    access logs (default format and JSON), HAProxy httplog, JSON-lines app logs, Python tracebacks and kernel logs
-    (NVRM: Xid). Files may be gzip-compressed. --format auto sniffs each file from its first lines. Large access
-    logs are parsed with polars in flat memory; bad lines are counted, never fatal.
+    access logs (default, Istio or any format string; JSON), HAProxy httplog, JSON-lines app logs, Python
+    tracebacks and kernel logs (NVRM: Xid). Files may be gzip, xz or bzip2 compressed. --format auto sniffs each
+    file from its first lines. Large access logs are parsed with polars in flat memory; bad lines are counted, never
+    fatal.
 
     Reports incidents (signature, upstream, time window, count, example lines), a per-upstream table (requests,
     error rate, p50/p99), the router's own time (request minus upstream time), retries, HAProxy queueing and a
@@ -27,12 +28,14 @@ class LogsCommand(Command):
         """Arguments."""
         from infradoctor.logs.formats import FORMAT_NAMES
 
-        parser.add_argument("files", nargs="+", metavar="FILE", help="log files (.gz is fine)")
+        parser.add_argument("files", nargs="+", metavar="FILE", help="log files (.gz, .xz, .bz2 are fine)")
         parser.add_argument("--format", choices=FORMAT_NAMES, default="auto",
                             help="format of every file (default: sniff each file)")
         parser.add_argument("--nginx-log-format", metavar="STR",
                             help="the nginx log_format string of the access logs, e.g. "
                                  "'$remote_addr [$time_local] \"$request\" $status $request_time $upstream_addr'")
+        parser.add_argument("--envoy-log-format", metavar="STR",
+                            help="the Envoy access-log format string, when neither Envoy's default nor Istio's")
         parser.add_argument("--engine", choices=("auto", "polars", "python"), default="auto",
                             help="access-log engine: polars for files over 8 MB when installed (default), or force one")
         parser.add_argument("--min-requests", type=int, default=20, metavar="N",
@@ -47,7 +50,8 @@ class LogsCommand(Command):
 
         if args.min_requests < 1:
             raise UsageError("--min-requests must be at least 1")
-        options = LogsOptions(format=args.format, nginx_log_format=args.nginx_log_format, engine=args.engine,
+        options = LogsOptions(format=args.format, nginx_log_format=args.nginx_log_format,
+                              envoy_log_format=args.envoy_log_format, engine=args.engine,
                               rules=RuleOptions(min_requests=args.min_requests))
         try:
             result = analyze_logs(args.files, options)

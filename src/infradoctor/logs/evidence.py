@@ -22,7 +22,7 @@ INCIDENT_GAP_S = 60
 MAX_INCIDENTS = 200
 """Incidents kept in the result (largest first); the rest are counted."""
 ERROR_STATUS = 500
-"""Upstream statuses at or above this (and attempts without a status) count as errors."""
+"""Statuses at or above this count as errors (an attempt without a status, e.g. the client left first, does not)."""
 
 
 def hist_quantile(hist: Mapping[int, int], q: float) -> float | None:
@@ -94,7 +94,7 @@ class UpstreamStats:
     attempts: int
     """Requests sent to it (each retry counts)."""
     errors: int
-    """Attempts that got a 5xx or no status."""
+    """Attempts that got a 5xx."""
     p50_ms: float | None
     """Median upstream time of its attempts."""
     p99_ms: float | None
@@ -153,7 +153,7 @@ class LogsEvidence:
     requests: int
     """Access-log requests parsed."""
     request_errors: int
-    """Requests answered 5xx (or with no status)."""
+    """Requests answered 5xx."""
     request_p50_ms: float | None
     """Median request time as the router logged it."""
     request_p99_ms: float | None
@@ -181,7 +181,7 @@ class LogsEvidence:
     signature_durations: Mapping[str, Mapping[int, int]]
     """Signature -> histogram of request ms of its lines (where the line has a duration)."""
     success_hist: Mapping[int, int]
-    """Request ms histogram of non-failing requests (status < 500)."""
+    """Request ms histogram of answered requests below 500 (client disconnects left out)."""
     queue_by_minute: tuple[tuple[int, int, float, int], ...]
     """HAProxy queue time per minute: (epoch minute, requests, mean Tw ms, max Tw ms), in time order."""
     xids: Mapping[tuple[int, str], int]
@@ -205,9 +205,9 @@ def build_evidence(stats: LogStats, files: tuple[str, ...]) -> LogsEvidence:
     request_errors = 0
     for (status, ms), count in stats.request_hist.items():
         request_hist[ms] += count
-        if status == UNKNOWN or status >= ERROR_STATUS:
+        if status >= ERROR_STATUS:
             request_errors += count
-        else:
+        elif 100 <= status < 499:  # not client disconnects (nginx 499, Envoy 0) nor unknown
             success_hist[ms] += count
     upstream_hist: Counter[int] = Counter()
     per_upstream: dict[str, Counter[int]] = defaultdict(Counter)
@@ -217,7 +217,7 @@ def build_evidence(stats: LogStats, files: tuple[str, ...]) -> LogsEvidence:
         upstream_hist[ms] += count
         per_upstream[upstream][ms] += count
         per_upstream_attempts[upstream] += count
-        if status == UNKNOWN or status >= ERROR_STATUS:
+        if status >= ERROR_STATUS:
             per_upstream_errors[upstream] += count
     upstreams = tuple(
         UpstreamStats(
@@ -227,7 +227,7 @@ def build_evidence(stats: LogStats, files: tuple[str, ...]) -> LogsEvidence:
             p50_ms=hist_quantile(per_upstream[name], 0.5),
             p99_ms=hist_quantile(per_upstream[name], 0.99),
         )
-        for name, _ in per_upstream_attempts.most_common()
+        for name in sorted(per_upstream_attempts, key=lambda n: (-per_upstream_attempts[n], n))
     )
     incidents, dropped = _incidents(stats)
     signature_counts: Counter[str] = Counter()
@@ -256,12 +256,12 @@ def build_evidence(stats: LogStats, files: tuple[str, ...]) -> LogsEvidence:
         attempts=dict(sorted(stats.attempts_hist.items())),
         incidents=incidents,
         incidents_dropped=dropped,
-        signature_counts=dict(signature_counts.most_common()),
+        signature_counts=dict(sorted(signature_counts.items(), key=lambda kv: (-kv[1], kv[0]))),
         signature_durations={k: dict(v) for k, v in durations.items()},
         success_hist=dict(success_hist),
         queue_by_minute=queue,
         xids=dict(stats.xids),
-        exceptions=dict(stats.exceptions.most_common()),
+        exceptions=dict(sorted(stats.exceptions.items(), key=lambda kv: (-kv[1], kv[0]))),
         upstream_hist=dict(upstream_hist),
         request_hist=dict(request_hist),
     )
@@ -291,5 +291,5 @@ def _incidents(stats: LogStats) -> tuple[tuple[Incident, ...], int]:
             total += count
         if start is not None:
             out.append(Incident(signature, code, subject, start, end, total, examples, source))
-    out.sort(key=lambda i: (-i.count, i.start_s or 0, i.signature, i.subject))
+    out.sort(key=lambda i: (-i.count, i.start_s or 0, i.signature, i.subject, i.source))
     return tuple(out[:MAX_INCIDENTS]), max(0, len(out) - MAX_INCIDENTS)

@@ -36,6 +36,8 @@ class LogsOptions:
     """``--format``: auto or one format for every file."""
     nginx_log_format: str | None = None
     """``--nginx-log-format``: the nginx ``log_format`` string of the access logs."""
+    envoy_log_format: str | None = None
+    """``--envoy-log-format``: the Envoy access-log format string (default and Istio formats are known)."""
     engine: str = "auto"
     """Access-log engine: auto, polars or python."""
     rules: RuleOptions = RuleOptions()
@@ -80,7 +82,8 @@ def analyze_logs(
             continue
         sample = read_sample(source)
         year = _file_year(path)
-        fmt, score = choose_format(opts.format, sample, nginx_log_format=opts.nginx_log_format, year=year)
+        fmt, score = choose_format(opts.format, sample, nginx_log_format=opts.nginx_log_format,
+                                   envoy_log_format=opts.envoy_log_format, year=year)
         row["format"] = fmt.name
         row["sniff_share"] = round(score, 3)
         before = (stats.lines, stats.parsed, stats.bytes, Counter(stats.skipped), Counter(stats.engines))
@@ -112,7 +115,8 @@ def analyze_logs(
         started_at=started_at,
         duration_s=duration,
         target={"files": [str(p) for p in paths], "format": opts.format,
-                **({"nginx_log_format": opts.nginx_log_format} if opts.nginx_log_format else {})},
+                **({"nginx_log_format": opts.nginx_log_format} if opts.nginx_log_format else {}),
+                **({"envoy_log_format": opts.envoy_log_format} if opts.envoy_log_format else {})},
         metrics=metrics,
         findings=findings,
         errors=errors,

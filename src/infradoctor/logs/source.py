@@ -7,12 +7,14 @@ that are not UTF-8 are replaced (and counted) so the line can still be parsed.
 
 from __future__ import annotations
 
+import bz2
 import gzip
+import io
+import lzma
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 from infradoctor.logs.stats import LogStats
 
@@ -23,6 +25,8 @@ MAX_LINE_BYTES = 64 * 1024
 SAMPLE_BYTES = 64 * 1024
 """Bytes read from the start of a file to sniff its format."""
 GZIP_MAGIC = b"\x1f\x8b"
+XZ_MAGIC = b"\xfd7zXZ\x00"
+BZIP2_MAGIC = b"BZh"
 
 SKIP_BINARY = "binary"
 SKIP_TOO_LONG = "line_too_long"
@@ -43,6 +47,10 @@ class LogSource:
     """True when the content is gzip-compressed (detected by magic bytes, not by suffix)."""
     size_bytes: int
     """Size on disk."""
+    content_bytes: int = 0
+    """Uncompressed size: the size on disk, or gzip's ISIZE trailer (modulo 4 GiB, a hint) for .gz files."""
+    compression: str = ""
+    """``gzip``, ``xz``, ``bzip2`` or ``""`` (detected by magic bytes)."""
 
 
 class SourceError(Exception):
@@ -72,17 +80,30 @@ def open_source(path: Path, name: str | None = None) -> LogSource:
         raise SourceError("not_a_file", f"{display}: not a regular file")
     try:
         with path.open("rb") as fh:
-            magic = fh.read(2)
+            magic = fh.read(6)
+            content = st.st_size
+            if magic.startswith(GZIP_MAGIC) and st.st_size >= 18:
+                fh.seek(-4, 2)
+                content = int.from_bytes(fh.read(4), "little")
     except OSError as exc:
         raise SourceError("unreadable", f"{display}: {exc.strerror or exc}") from None
-    return LogSource(path=path, name=display, gzipped=magic == GZIP_MAGIC, size_bytes=st.st_size)
+    compression = ("gzip" if magic.startswith(GZIP_MAGIC) else "xz" if magic.startswith(XZ_MAGIC)
+                   else "bzip2" if magic.startswith(BZIP2_MAGIC) and magic[3:4].isdigit() else "")
+    if compression in ("xz", "bzip2"):
+        content = st.st_size * 8  # no size in the header; logs compress about this well
+    return LogSource(path=path, name=display, gzipped=compression == "gzip", size_bytes=st.st_size,
+                     content_bytes=content, compression=compression)
 
 
-def open_binary(source: LogSource) -> BinaryIO:
+def open_binary(source: LogSource) -> io.BufferedIOBase:
     """The file's (decompressed) bytes as a stream."""
+    if source.compression == "xz":
+        return lzma.LZMAFile(source.path, "rb")
+    if source.compression == "bzip2":
+        return bz2.BZ2File(source.path, "rb")
     raw = source.path.open("rb")
     if source.gzipped:
-        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+        return gzip.GzipFile(fileobj=raw, mode="rb")
     return raw
 
 
@@ -91,7 +112,7 @@ def read_sample(source: LogSource, limit: int = SAMPLE_BYTES, max_lines: int = 4
     try:
         with open_binary(source) as fh:
             data = fh.read(limit)
-    except (OSError, EOFError, gzip.BadGzipFile):
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error, lzma.LZMAError):
         return []
     lines = data.split(b"\n")
     if len(data) == limit and len(lines) > 1:
@@ -124,7 +145,7 @@ def iter_lines(source: LogSource, stats: LogStats) -> Iterator[str]:
         while True:
             try:
                 chunk = fh.read(CHUNK_BYTES)
-            except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
+            except (OSError, EOFError, gzip.BadGzipFile, zlib.error, lzma.LZMAError) as exc:
                 stats.skip("read_error", 1, f"{source.name}: {exc}")
                 chunk = b""
             if not chunk:

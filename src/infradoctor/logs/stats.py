@@ -1,8 +1,8 @@
 """The bounded accumulator every parser fills: histograms and counters, never one object per line kept.
 
 Latencies are kept as whole-millisecond histograms, which give exact percentiles at millisecond resolution in memory
-that does not grow with the file. Failure events are counted per (signature, subject, second) so incidents can be
-rebuilt as time windows; example lines are kept, at most :data:`MAX_EXAMPLES` per (signature, subject).
+that does not grow with the file. Failure events are counted per (signature, subject, second, file) so incidents can
+be rebuilt as time windows; example lines are kept, at most :data:`MAX_EXAMPLES` per (signature, subject, file).
 """
 
 from __future__ import annotations
@@ -158,12 +158,16 @@ class LogStats:
         *,
         attempts: int | None,
         upstream_ms: int = UNKNOWN,
+        subject: str = "-",
     ) -> None:
-        """One access-log request with its upstream attempts [(address, status, ms)], timeline and event."""
+        """One access-log request with its upstream attempts [(address, status, ms)], timeline and event.
+
+        The event's subject is the last upstream tried, else ``subject`` (e.g. the backend that had no server).
+        """
         self.add_request_counts(status, request_ms, upstreams, attempts, upstream_ms, 1)
         self.add_timeline(second, status_class(status), signature)
         if signature is not None:
-            subject = upstreams[-1][0] if upstreams else "-"
+            subject = upstreams[-1][0] if upstreams else subject
             self.add_event(signature, subject, second, line, request_ms)
 
     def add_request_counts(

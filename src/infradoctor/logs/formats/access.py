@@ -1,12 +1,13 @@
 """nginx and Envoy access logs from a compiled :class:`AccessLayout`: polars for large files, Python otherwise.
 
-Both engines hand the same raw field strings to one :class:`RequestDecoder`: the Python engine once per line, the
-polars engine once per distinct group of raw values (with its count). So both give the same statistics by
-construction; only the line splitting differs.
+Both engines count identical tuples of raw field strings (the Python engine with one regular expression per line,
+polars per column) and hand each distinct tuple, with its count, to one :class:`RequestDecoder`. So both give the
+same statistics by construction; only the line splitting differs. JSON access logs use the decoder line by line.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 
@@ -21,6 +22,9 @@ from infradoctor.logs.formats.layout import (
     ROLE_UPSTREAM,
     ROLE_UPSTREAM_STATUS,
     ROLE_UPSTREAM_TIME,
+    TIME_EPOCH,
+    TIME_ISO,
+    TIME_LOCAL,
     AccessLayout,
     parse_time,
 )
@@ -29,6 +33,11 @@ from infradoctor.logs.source import LogSource
 from infradoctor.logs.stats import NO_TIME, UNKNOWN, LogStats, status_class, to_ms
 
 NGINX_FAILING_STATUSES = ("499", "502", "503", "504")
+ALL_ROLES = (ROLE_TIME, ROLE_STATUS, ROLE_REQUEST_TIME, ROLE_UPSTREAM, ROLE_UPSTREAM_STATUS, ROLE_UPSTREAM_TIME,
+             ROLE_FLAGS, ROLE_ATTEMPTS)
+"""The roles in the order the raw tuples use."""
+SIGNATURE_CACHE = 100_000
+"""Distinct (status, upstream, flags) signatures remembered by a decoder (the cache is cleared beyond)."""
 """nginx statuses that can carry a signature (see :func:`nginx_signature`); others never do."""
 
 
@@ -52,9 +61,19 @@ class RequestDecoder:
         self.has_ustatus = ROLE_UPSTREAM_STATUS in roles
         self.has_utime = ROLE_UPSTREAM_TIME in roles
         self.has_attempts = ROLE_ATTEMPTS in roles
+        self._signatures: dict[tuple[int | None, str | None, str | None], tuple[str | None, str]] = {}
 
     def signature(self, status: int | None, addr: str | None, flags: str | None) -> tuple[str | None, str]:
         """(signature or None, subject): the subject is the last upstream tried, ``-`` when none."""
+        key = (status, addr, flags)
+        found = self._signatures.get(key)
+        if found is None:
+            if len(self._signatures) > SIGNATURE_CACHE:
+                self._signatures.clear()
+            found = self._signatures[key] = self._signature(status, addr, flags)
+        return found
+
+    def _signature(self, status: int | None, addr: str | None, flags: str | None) -> tuple[str | None, str]:
         subject = "-"
         if addr and addr != "-":
             subject = addr if self.is_envoy else MULTI_SPLIT.split(addr)[-1]
@@ -73,14 +92,31 @@ class RequestDecoder:
         attempts_raw: str | None,
         count: int,
     ) -> None:
-        """Request and upstream histograms for ``count`` requests with these raw fields (the Python engine)."""
-        request_ms = self.add_request_time(stats, status_raw, request_raw, count)
-        upstreams, upstream_ms = self.add_upstreams(stats, status_raw, addr, ustatus_raw, utime_raw, attempts_raw,
-                                                    count)
-        if len(upstreams) == 1 and request_ms != UNKNOWN:
-            up_ms = upstream_ms if upstream_ms != UNKNOWN else upstreams[0][2]
-            if up_ms != UNKNOWN:
-                stats.overhead_hist[max(0, request_ms - up_ms)] += count
+        """Request, upstream and router-time histograms for ``count`` requests with these raw fields."""
+        self.add_request_time(stats, status_raw, request_raw, count)
+        self.add_upstreams(stats, status_raw, addr, ustatus_raw, utime_raw, attempts_raw, count)
+        overhead = self.overhead_ms(request_raw, addr, ustatus_raw, utime_raw)
+        if overhead is not None:
+            stats.overhead_hist[overhead] += count
+
+    def overhead_ms(
+        self, request_raw: str | None, addr: str | None, ustatus_raw: str | None, utime_raw: str | None
+    ) -> int | None:
+        """Router time: request ms minus upstream ms (at least 0), or None.
+
+        Only for a request with exactly one upstream attempt and both times known; the polars engine computes the
+        same in an expression.
+        """
+        if request_raw is None or addr is None or addr == "-" or utime_raw is None:
+            return None
+        multi = _multi(addr) or _multi(utime_raw) or (ustatus_raw is not None and _multi(ustatus_raw))
+        if not self.is_envoy and multi:
+            return None
+        request_ms = to_ms(request_raw, self.layout.request_scale)
+        upstream_ms = to_ms(utime_raw, self.layout.upstream_scale)
+        if request_ms == UNKNOWN or upstream_ms == UNKNOWN:
+            return None
+        return max(0, request_ms - upstream_ms)
 
     def add_request_time(self, stats: LogStats, status_raw: str | None, request_raw: str | None, count: int) -> int:
         """Request histogram; returns the request ms."""
@@ -139,34 +175,55 @@ class RequestDecoder:
             return []
         return list(zip(addrs, statuses, times, strict=True))
 
+    def second_key(self, time_raw: str | None) -> str | None:
+        """The time field cut to the second (UTC ISO times lose their fraction), as the polars engine cuts it."""
+        if time_raw is not None and self.layout.time_kind == TIME_ISO and time_raw.endswith("Z"):
+            return time_raw[:19] + "Z"
+        return time_raw
+
+    def minute_key(self, time_raw: str | None) -> str | None:
+        """The time field with its seconds set to 00, as the polars engine sets them."""
+        if time_raw is None:
+            return None
+        kind = self.layout.time_kind
+        if kind == TIME_LOCAL:
+            return time_raw[:18] + "00" + time_raw[20:]
+        if kind == TIME_ISO:
+            return time_raw[:17] + "00" + ("Z" if time_raw.endswith("Z") else time_raw[19:])
+        if kind == TIME_EPOCH:
+            try:
+                return str(int(float(time_raw) // 60 * 60))
+            except (ValueError, OverflowError):
+                return None
+        return time_raw
+
     def second(self, time_raw: str | None) -> int:
         """Epoch second of the time field, NO_TIME when absent or unparsable."""
         kind = self.layout.time_kind
         return parse_time(kind, time_raw) if kind and time_raw is not None else NO_TIME
 
-    def add_timeline(
-        self, stats: LogStats, time_raw: str | None, status_raw: str | None, addr: str | None, flags: str | None,
+    def add_outcome(
+        self,
+        stats: LogStats,
+        time_raw: str | None,
+        status_raw: str | None,
+        addr: str | None,
+        flags: str | None,
         count: int,
     ) -> None:
-        """Per-minute counts by status class and signature."""
+        """Timeline counts by status class and kind; for failures also the event."""
         status = to_int(status_raw)
-        signature, _ = self.signature(status, addr, flags)
-        stats.add_timeline(self.second(time_raw), status_class(status), signature, count)
-
-    def add_events(
-        self, stats: LogStats, time_raw: str | None, status_raw: str | None, addr: str | None, flags: str | None,
-        count: int,
-    ) -> None:
-        """Failure events per (signature, subject, second)."""
-        signature, subject = self.signature(to_int(status_raw), addr, flags)
+        signature, subject = self.signature(status, addr, flags)
+        second = self.second(time_raw)
+        stats.add_timeline(second, status_class(status), signature, count)
         if signature is not None:
-            stats.count_event(signature, subject, self.second(time_raw), count)
+            stats.count_event(signature, subject, second, count)
 
     def add_durations(
         self, stats: LogStats, status_raw: str | None, addr: str | None, flags: str | None, request_raw: str | None,
         count: int,
     ) -> None:
-        """Durations of failing requests (for timeout inference)."""
+        """Request durations of failing requests, per kind (for timeout inference)."""
         signature, _ = self.signature(to_int(status_raw), addr, flags)
         request_ms = to_ms(request_raw, self.layout.request_scale) if request_raw is not None else UNKNOWN
         if signature is not None and request_ms != UNKNOWN:
@@ -186,9 +243,8 @@ class RequestDecoder:
         request_raw = get(ROLE_REQUEST_TIME)
         self.add_counts(stats, status_raw, request_raw, addr, get(ROLE_UPSTREAM_STATUS), get(ROLE_UPSTREAM_TIME),
                         get(ROLE_ATTEMPTS), 1)
-        self.add_timeline(stats, time_raw, status_raw, addr, flags, 1)
+        self.add_outcome(stats, time_raw, status_raw, addr, flags, 1)
         if self.may_fail(status_raw, flags):
-            self.add_events(stats, time_raw, status_raw, addr, flags, 1)
             self.add_durations(stats, status_raw, addr, flags, request_raw, 1)
             self.add_example(stats, status_raw, addr, flags, line)
 
@@ -199,12 +255,29 @@ class RequestDecoder:
         return status_raw in NGINX_FAILING_STATUSES
 
 
+def _multi(value: str) -> bool:
+    """True for an nginx multi-value field (several upstream tries)."""
+    return ", " in value or " : " in value
+
+
+class _RawGroups:
+    """Counts of identical raw field tuples, decoded once per distinct tuple at the end of a file."""
+
+    def __init__(self) -> None:
+        self.requests: Counter[tuple[str | None, str | None]] = Counter()
+        self.upstreams: Counter[tuple[str | None, ...]] = Counter()
+        self.outcomes: Counter[tuple[str | None, ...]] = Counter()
+        self.durations: Counter[tuple[str | None, ...]] = Counter()
+
+
 class AccessFormat(LineFormat):
     """An access log in a compiled layout."""
 
     def __init__(self, name: str, layout: AccessLayout) -> None:
         self.name = name
         self.layout = layout
+        self._decoder = RequestDecoder(layout)
+        self._groups = _RawGroups()
 
     def parse(self, source: LogSource, stats: LogStats, options: ParseOptions) -> None:
         """Parse with polars when chosen and able, else line by line in Python."""
@@ -219,18 +292,52 @@ class AccessFormat(LineFormat):
         super().parse(source, stats, options)
 
     def handler(self, stats: LogStats, source_name: str) -> LineHandler:
-        """A line handler for this layout."""
+        """A line handler that counts raw field tuples (decoded in :meth:`finish`, as the polars engine does)."""
         match = self.layout.line_regex().match
-        decoder = RequestDecoder(self.layout)
+        decoder = self._decoder = RequestDecoder(self.layout)
+        groups = self._groups = _RawGroups()
+        roles = [role for role in ALL_ROLES if role in self.layout.roles]
+        slot = {role: index for index, role in enumerate(roles)}
+        pick = [slot.get(role) for role in ALL_ROLES]
+        requests, upstreams, outcomes, durations = groups.requests, groups.upstreams, groups.outcomes, groups.durations
+        overhead_hist = stats.overhead_hist
+        second_key, minute_key = decoder.second_key, decoder.minute_key
 
         def handle(line: str) -> bool:
             found = match(line)
             if found is None:
                 return False
-            decoder.add_line(stats, found.groupdict().get, line)
+            values = found.group(*roles) if len(roles) > 1 else (found.group(roles[0]),)
+            time_raw, status, request, addr, ustatus, utime, flags, attempts = (
+                None if index is None else values[index] for index in pick
+            )
+            requests[(status, request)] += 1
+            upstreams[(status, addr, ustatus, utime, attempts)] += 1
+            overhead = decoder.overhead_ms(request, addr, ustatus, utime)
+            if overhead is not None:
+                overhead_hist[overhead] += 1
+            if decoder.may_fail(status, flags):
+                outcomes[(second_key(time_raw), status, addr, flags)] += 1
+                durations[(status, addr, flags, request)] += 1
+                decoder.add_example(stats, status, addr, flags, line)
+            else:
+                outcomes[(minute_key(time_raw), status, None, flags)] += 1
             return True
 
         return handle
+
+    def finish(self, stats: LogStats) -> None:
+        """Decode the counted groups (once per distinct tuple)."""
+        decoder, groups = self._decoder, self._groups
+        for (status, request), count in groups.requests.items():
+            decoder.add_request_time(stats, status, request, count)
+        for (status, addr, ustatus, utime, attempts), count in groups.upstreams.items():
+            decoder.add_upstreams(stats, status, addr, ustatus, utime, attempts, count)
+        for (time_raw, status, addr, flags), count in groups.outcomes.items():
+            decoder.add_outcome(stats, time_raw, status, addr, flags, count)
+        for (status, addr, flags, request), count in groups.durations.items():
+            decoder.add_durations(stats, status, addr, flags, request, count)
+        self._groups = _RawGroups()
 
     def sniff(self, lines: Sequence[str]) -> float:
         """Share of lines matching the layout's full-line expression."""
@@ -244,7 +351,7 @@ def use_polars(source: LogSource, options: ParseOptions) -> bool:
     """Whether the polars engine should parse this file."""
     if options.engine == "python":
         return False
-    if options.engine == "auto" and source.size_bytes < options.polars_min_bytes:
+    if options.engine == "auto" and max(source.size_bytes, source.content_bytes) < options.polars_min_bytes:
         return False
     from infradoctor.logs.formats.access_polars import polars_available
 

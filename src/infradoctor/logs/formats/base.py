@@ -61,11 +61,20 @@ class LineFormat(LogFormat):
         handle = self.handler(stats, source.name)
         parsed = mismatched = 0
         for line in iter_lines(source, stats):
+            if not line.strip():
+                continue  # blank lines are neither parsed nor skipped
             if handle(line):
                 parsed += 1
-            elif line.strip():
+            else:
                 mismatched += 1
         self.finish(stats)
         stats.parsed += parsed
         if mismatched:
             stats.skip(SKIP_MISMATCH, mismatched)
+
+
+class DatedLineFormat(LineFormat):
+    """A line format whose timestamps may lack a year (syslog, ``Nov 29 10:00:00``): ``year`` fills it in."""
+
+    def __init__(self, year: int = 1970) -> None:
+        self.year = year

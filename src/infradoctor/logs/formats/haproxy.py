@@ -57,7 +57,7 @@ class HaproxyFormat(LineFormat):
             retries = int(get("retries"))
             signature = haproxy_signature(get("term")[:2], server, status)
             stats.add_request(second, status, request_ms, upstreams, signature, line,
-                              attempts=(1 + retries) if upstreams else 0)
+                              attempts=(1 + retries) if upstreams else 0, subject=get("backend"))
             stats.add_queue(second, _timer(get("Tw")))
             return True
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from infradoctor.logs.formats.access import RequestDecoder
-from infradoctor.logs.formats.base import LineFormat, LineHandler
+from infradoctor.logs.formats.base import DatedLineFormat, LineHandler
 from infradoctor.logs.formats.layout import (
     ROLE_ATTEMPTS,
     ROLE_FLAGS,
@@ -29,7 +29,8 @@ from infradoctor.logs.formats.layout import (
     compile_envoy,
     compile_nginx,
 )
-from infradoctor.logs.formats.text import _EXCEPTION_LINE, add_text_event, line_time
+from infradoctor.logs.formats.text import EXCEPTION_LINE, add_text_event
+from infradoctor.logs.formats.timestamps import line_time
 from infradoctor.logs.signatures import match_text
 from infradoctor.logs.stats import NO_TIME, LogStats
 
@@ -56,13 +57,13 @@ def _time_kind(value: str) -> str:
     return TIME_ISO
 
 
-class JsonLinesFormat(LineFormat):
+class JsonLinesFormat(DatedLineFormat):
     """One JSON object per line."""
 
     name = "jsonl"
 
     def __init__(self, year: int = 1970) -> None:
-        self.year = year
+        super().__init__(year)
         self._decoders: dict[tuple[str, str], RequestDecoder] = {}
 
     def _decoder(self, router: str, time_kind: str) -> RequestDecoder:
@@ -129,7 +130,7 @@ class JsonLinesFormat(LineFormat):
         for text in texts:
             if "Traceback (most recent call last)" in text:
                 last = text.strip().splitlines()[-1].strip()
-                found = _EXCEPTION_LINE.match(last)
+                found = EXCEPTION_LINE.match(last)
                 if found:
                     subject = found.group(1)
                     stats.exceptions[subject] += 1

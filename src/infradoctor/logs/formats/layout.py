@@ -68,6 +68,17 @@ ENVOY_DEFAULT = (
     '"%REQ(X-FORWARDED-FOR)%" "%REQ(USER-AGENT)%" "%REQ(X-REQUEST-ID)%" "%REQ(:AUTHORITY)%" "%UPSTREAM_HOST%"'
 )
 """Envoy's default access-log format."""
+ENVOY_ISTIO = (
+    '[%START_TIME%] "%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% %PROTOCOL%" %RESPONSE_CODE% %RESPONSE_FLAGS% '
+    '%RESPONSE_CODE_DETAILS% %CONNECTION_TERMINATION_DETAILS% "%UPSTREAM_TRANSPORT_FAILURE_REASON%" '
+    '%BYTES_RECEIVED% %BYTES_SENT% %DURATION% %RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)% "%REQ(X-FORWARDED-FOR)%" '
+    '"%REQ(USER-AGENT)%" "%REQ(X-REQUEST-ID)%" "%REQ(:AUTHORITY)%" "%UPSTREAM_HOST%" %UPSTREAM_CLUSTER% '
+    "%UPSTREAM_LOCAL_ADDRESS% %DOWNSTREAM_LOCAL_ADDRESS% %DOWNSTREAM_REMOTE_ADDRESS% %REQUESTED_SERVER_NAME% "
+    "%ROUTE_NAME%"
+)
+"""Istio's sidecar/gateway access-log format (Envoy with response-code details and cluster names)."""
+ENVOY_PRESETS: dict[str, str] = {"default": ENVOY_DEFAULT, "istio": ENVOY_ISTIO}
+"""Envoy formats tried when sniffing."""
 
 # nginx variable -> (role, time kind or scale to milliseconds)
 _NGINX_ROLES: dict[str, tuple[str, str | float]] = {
@@ -323,3 +334,54 @@ def _offset_seconds(text: str) -> int:
         raise ValueError(text)
     seconds = int(text[1:3]) * 3600 + int(text[3:5]) * 60
     return seconds if text[0] == "+" else -seconds
+
+
+# --- deriving an unknown nginx format from its lines ---------------------------------------------------------
+
+_KEY_VALUE = re.compile(r'(\s+)([A-Za-z_][\w.-]*)=(?:"([^"]*)"|([^\s"]*))')
+_TAIL_TOKEN = re.compile(r'(\s+)(?:"([^"]*)"|([^\s"]+))')
+KEY_ALIASES: dict[str, str] = {
+    "rt": "request_time", "request_time": "request_time", "reqtime": "request_time",
+    "urt": "upstream_response_time", "upstream_response_time": "upstream_response_time",
+    "uct": "upstream_connect_time", "upstream_connect_time": "upstream_connect_time",
+    "uht": "upstream_header_time", "upstream_header_time": "upstream_header_time",
+    "ua": "upstream_addr", "upstream_addr": "upstream_addr", "upstream": "upstream_addr",
+    "us": "upstream_status", "upstream_status": "upstream_status", "ust": "upstream_status",
+}
+"""Keys of ``key=value`` fields that custom nginx formats commonly use, and the variable each one logs."""
+
+
+def derive_nginx_format(line: str) -> str | None:
+    """A ``log_format`` string for a line that starts like ``combined`` and has more fields after it.
+
+    ``key=value`` / ``key="value"`` fields with well-known keys (``rt``, ``urt``, ``ua``, ``us``, ``request_time``,
+    ``upstream_addr``...) become those variables; any other field becomes an unnamed variable. None when the line
+    does not start like ``combined``.
+    """
+    prefix = re.compile("^" + tokens_regex(compile_nginx(NGINX_COMBINED).tokens))
+    found = prefix.match(line)
+    if found is None:
+        return None
+    tail = line[found.end():]
+    if not tail.strip():
+        return None
+    parts: list[str] = []
+    pos = 0
+    for index, match in enumerate(_KEY_VALUE.finditer(tail)):
+        if match.start() != pos:
+            break
+        space, key, quoted, _ = match.groups()
+        var = KEY_ALIASES.get(key.lower(), f"field_{index}")
+        parts.append(f'{space}{key}="${var}"' if quoted is not None else f"{space}{key}=${var}")
+        pos = match.end()
+    if pos != len(tail):  # not all key=value: one variable per space- or quote-delimited field
+        parts, pos = [], 0
+        for index, match in enumerate(_TAIL_TOKEN.finditer(tail)):
+            if match.start() != pos:
+                return None
+            space, quoted, _ = match.groups()
+            parts.append(f'{space}"$field_{index}"' if quoted is not None else f"{space}$field_{index}")
+            pos = match.end()
+        if pos != len(tail):
+            return None
+    return NGINX_COMBINED + "".join(parts)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from infradoctor.findings import Finding, Severity, make_finding
+from infradoctor.findings import Finding, Location, Severity, make_finding
 from infradoctor.logs.evidence import Incident, LogsEvidence, iso
 from infradoctor.logs.signatures import BY_ID
 
@@ -23,7 +23,7 @@ def incident_summary(incidents: Sequence[Incident]) -> dict[str, object]:
     return {
         "count": sum(i.count for i in incidents),
         "incidents": len(incidents),
-        "subjects": dict(subjects.most_common(10)),
+        "subjects": dict(sorted(subjects.items(), key=lambda kv: (-kv[1], kv[0]))[:10]),
         "first": iso(min(starts)) if starts else None,
         "last": iso(max(ends)) if ends else None,
         "windows": [
@@ -44,12 +44,20 @@ def signature_findings(
     subjects = summary["subjects"]
     assert isinstance(subjects, dict)
     top = ", ".join(list(subjects)[:3])
-    title = f"{summary['count']} {what} in {len(incidents)} window(s)" + (f" at {top}" if top and top != "-" else "")
+    count = int(str(summary["count"]))
+    windows = len(incidents)
+    title = (f"{what}: {count} failing line{'s' if count != 1 else ''} in {windows} window{'s' if windows != 1 else ''}"
+             + (f" at {top}" if top and top != "-" else ""))
     fixes = " ".join(dict.fromkeys(BY_ID[s].fix for s in signatures if s in BY_ID))
     evidence_dict = {"kinds": {s: evidence.signature_counts.get(s, 0) for s in signatures
                                     if evidence.signature_counts.get(s)}, **summary}
     return [make_finding(code, title, evidence_dict, severity=severity, fix=fixes or None,
-                         impact=_share(evidence, int(str(summary["count"]))))]
+                         impact=_share(evidence, count), location=largest_file(incidents))]
+
+
+def largest_file(incidents: Sequence[Incident]) -> Location | None:
+    """The log file of the largest incident, as the finding's location."""
+    return Location(incidents[0].source) if incidents and incidents[0].source else None
 
 
 def _share(evidence: LogsEvidence, count: int) -> float | None:

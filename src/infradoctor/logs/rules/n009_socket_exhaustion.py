@@ -26,4 +26,4 @@ CODE = "N009"
 
 def check(evidence: LogsEvidence, options: RuleOptions) -> list[Finding]:
     """One finding with every socket-exhaustion incident."""
-    return signature_findings(evidence, CODE, ("socket_exhaustion",), "socket/port exhaustion errors")
+    return signature_findings(evidence, CODE, ("socket_exhaustion",), "Socket or port exhaustion")

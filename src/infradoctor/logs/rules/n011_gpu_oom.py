@@ -28,4 +28,4 @@ CODE = "N011"
 
 def check(evidence: LogsEvidence, options: RuleOptions) -> list[Finding]:
     """One finding with every GPU out-of-memory incident."""
-    return signature_findings(evidence, CODE, ("gpu_oom",), "CUDA out-of-memory errors")
+    return signature_findings(evidence, CODE, ("gpu_oom",), "CUDA out of memory")

@@ -11,8 +11,8 @@ Why it matters:
 
 How it is measured:
     Per request with exactly one upstream attempt and both times logged, the difference in whole ms into a
-    histogram; the finding fires when its p99 is at least :data:`OVERHEAD_P99_MS` and at least
-    :data:`OVERHEAD_SHARE` of the request p99 (at least ``min_requests`` such requests).
+    histogram; the finding fires when its p99 is at least :data:`OVERHEAD_P99_MS` (100 ms) and at least
+    :data:`OVERHEAD_SHARE` (20%) of the request p99 (at least ``min_requests`` such requests).
 
 Fix:
     Give the router more CPU/workers, enable upstream keep-alive and connection pooling, turn off request/response

@@ -8,9 +8,9 @@ Why it matters:
     bottleneck, or it is overloaded.
 
 How it is measured:
-    The p99 of successful requests (status below 500; failures are R006-R008's) is at least :data:`SLOW_P99_MS`
+    The p99 of successful requests (status below 500; failures are R006-R008's) is at least :data:`SLOW_P99_MS` (1 s)
     and the router's own time (request minus upstream, see R001)
-    is at most :data:`ROUTER_SHARE_MAX` of it, with at least ``min_requests`` requests that log both times.
+    is at most :data:`ROUTER_SHARE_MAX` (10%) of it, with at least ``min_requests`` requests that log both times.
 
 Fix:
     Diagnose the backend directly (``infradoctor load`` against it, ``infradoctor profile`` of the server); add

@@ -9,8 +9,9 @@ Why it matters:
 
 How it is measured:
     Per upstream with at least ``min_requests`` attempts: error rate (5xx or no status) at least
-    :data:`ERROR_RATE_MIN` and at least :data:`OUTLIER_FACTOR` times the median of the others; or p99 at least
-    :data:`LATENCY_P99_MIN_MS` and :data:`OUTLIER_FACTOR` times the others' median p99. Needs two or more upstreams.
+    :data:`ERROR_RATE_MIN` (5%) and at least :data:`OUTLIER_FACTOR` (3) times the median of the others; or p99
+    at least :data:`LATENCY_P99_MIN_MS` (100 ms) and :data:`OUTLIER_FACTOR` times the others' median p99. Needs
+    two or more upstreams.
 
 Fix:
     Drain or restart that backend and check its node (``infradoctor node``); enable outlier detection or passive

@@ -11,7 +11,7 @@ Why it matters:
 
 How it is measured:
     Share of requests with more than one attempt, and extra attempts per request, from the attempts histogram; the
-    finding fires at :data:`RETRY_SHARE` or above (at least ``min_requests`` requests), or on any ``URX``.
+    finding fires at :data:`RETRY_SHARE` (5%) or above (at least ``min_requests`` requests), or on any ``URX``.
 
 Fix:
     Use a retry budget (e.g. Envoy retry_budget 20%, min 3) instead of fixed counts; retry only idempotent requests

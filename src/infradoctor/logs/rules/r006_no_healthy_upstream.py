@@ -30,4 +30,4 @@ CODE = "R006"
 
 def check(evidence: LogsEvidence, options: RuleOptions) -> list[Finding]:
     """One finding with every no-healthy-upstream incident."""
-    return signature_findings(evidence, CODE, ("no_healthy_upstream",), "requests found no healthy upstream")
+    return signature_findings(evidence, CODE, ("no_healthy_upstream",), "No healthy upstream")

@@ -33,4 +33,4 @@ CODE = "R007"
 def check(evidence: LogsEvidence, options: RuleOptions) -> list[Finding]:
     """One finding with every connect-failure and reset incident."""
     return signature_findings(evidence, CODE, ("upstream_connect_error", "upstream_reset"),
-                              "upstream connect failures/resets")
+                              "Upstream connect failures and resets")

@@ -10,8 +10,8 @@ Why it matters:
 
 How it is measured:
     Signature catalog matches merged into incidents. The request durations logged with timeout lines are
-    histogrammed; when at least :data:`CLUSTER_SHARE` of them lie within :data:`CLUSTER_TOLERANCE` (relative, at
-    least :data:`CLUSTER_MIN_MS`) of their median, the median is reported as the inferred router timeout and
+    histogrammed; when at least :data:`CLUSTER_SHARE` (80%) of them lie within :data:`CLUSTER_TOLERANCE` (10%, at
+    least :data:`CLUSTER_MIN_MS` = 50 ms) of their median, the median is reported as the inferred router timeout and
     compared with the successful requests' p99.
 
 Fix:
@@ -24,7 +24,7 @@ from __future__ import annotations
 from infradoctor.findings import Finding, make_finding
 from infradoctor.logs.evidence import LogsEvidence, hist_quantile
 from infradoctor.logs.rules import RuleOptions
-from infradoctor.logs.rules._signature import incident_summary
+from infradoctor.logs.rules._signature import incident_summary, largest_file
 
 CODE = "R008"
 CLUSTER_SHARE = 0.8
@@ -56,7 +56,8 @@ def check(evidence: LogsEvidence, options: RuleOptions) -> list[Finding]:
     durations = dict(evidence.signature_durations.get("upstream_timeout", {}))
     timeout_ms, share = infer_timeout_ms(durations)
     success_p99 = hist_quantile(evidence.success_hist, 0.99)
-    title = f"{summary['count']} requests timed out at the router"
+    count = int(str(summary["count"]))
+    title = f"{count} request{'s' if count != 1 else ''} timed out at the router"
     if timeout_ms is not None:
         title += f" after ~{timeout_ms / 1000:.2f} s (inferred router timeout)"
     fix = None
@@ -70,4 +71,5 @@ def check(evidence: LogsEvidence, options: RuleOptions) -> list[Finding]:
         "durations_near_median_share": round(share, 3),
         "timed_requests": sum(durations.values()),
         "success_p99_ms": success_p99,
-    }, fix=fix, impact=min(1.0, int(str(summary["count"])) / evidence.requests) if evidence.requests else None)]
+    }, fix=fix, impact=min(1.0, int(str(summary["count"])) / evidence.requests) if evidence.requests else None,
+        location=largest_file(incidents))]

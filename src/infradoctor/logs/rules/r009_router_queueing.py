@@ -9,8 +9,8 @@ Why it matters:
     backends cannot keep up with the offered load and the queue will end in timeouts.
 
 How it is measured:
-    Mean ``Tw`` per minute; the finding fires when the worst minute's mean reaches :data:`QUEUE_MS` and the last
-    third of the minutes averages at least :data:`GROWTH` times the first third (or the overflow signature occurs).
+    Mean ``Tw`` per minute; the finding fires when the worst minute's mean reaches :data:`QUEUE_MS` (50 ms) and the last
+    third of the minutes averages at least :data:`GROWTH` (2) times the first third (or the overflow signature occurs).
 
 Fix:
     Add backend capacity or replicas, or raise per-server maxconn / circuit-breaker limits in step with what each

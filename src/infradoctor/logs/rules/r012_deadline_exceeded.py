@@ -28,4 +28,4 @@ CODE = "R012"
 
 def check(evidence: LogsEvidence, options: RuleOptions) -> list[Finding]:
     """One finding with every deadline-exceeded incident."""
-    return signature_findings(evidence, CODE, ("deadline_exceeded",), "deadline-exceeded errors")
+    return signature_findings(evidence, CODE, ("deadline_exceeded",), "Deadline exceeded")
