@@ -15,6 +15,8 @@ How it is measured:
     ``MIN_ADDED_MS`` and ``MIN_ADDED_FRACTION`` of the direct median; at p99 when the interval's lower end itself
     is at least ``TAIL_MIN_ADDED_MS`` and ``TAIL_MIN_FRACTION`` of the direct p99 (the tail is decided by a few
     samples), with ``TAIL_MIN_SAMPLES`` routed requests. Each side needs ``MIN_SAMPLES`` successful requests.
+    The difference includes the extra network hop through the router; run the probe from a host on the same
+    network as the router and the backends (the TCP connect times in ``metrics.network`` show each hop's cost).
 
 Fix:
     Scale the router (more workers/replicas, CPU), enable upstream keep-alive and connection pooling (nginx
