@@ -100,6 +100,7 @@ def test_nginx_next_upstream_retries_amplify_load(cli, tmp_path, result_validato
     r005 = finding(result, "R005")
     assert r005["evidence"]["source"] == "upstream-list"
     assert 1.1 < r005["evidence"]["amplification"] < 1.5  # half of the requests sent to b1 were retried on b0
+    assert "R001" not in codes(result), [f for f in result["findings"] if f["code"] == "R001"]  # retries are not overhead
     counters = [b["counter_delta"] for b in result["metrics"]["backends"]]
     routed_attempts = sum(counters) - sum(p["requests"] for p in result["metrics"]["paths"][1:])
     assert routed_attempts == r005["evidence"]["backend_attempts"]  # the counters agree with the header

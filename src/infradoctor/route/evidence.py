@@ -132,7 +132,7 @@ class Attribution:
     """How much latency the router adds: routed minus direct, at the median and the tail."""
 
     routed_n: int
-    """Successful routed requests compared."""
+    """Successful routed requests compared (requests the router retried are left out)."""
     direct_n: int
     """Successful direct requests compared (all backends pooled)."""
     routed_p50_ms: float | None
