@@ -191,6 +191,19 @@ def test_router_timeout_shorter_than_backend_latency(cli, tmp_path, result_valid
     assert result["metrics"]["timeouts"]["statuses"] == {"http_504": r008["evidence"]["clustered_errors"]}
 
 
+def test_nginx_retrying_timeouts_on_the_next_upstream(cli, tmp_path, result_validator) -> None:
+    # nginx's default proxy_next_upstream retries a timed-out attempt on the next backend: 504 after 2 x 250 ms
+    with backends(tmp_path, [{"latency_ms": 500}, {"latency_ms": 500}]) as bs:
+        conf = nginx_config(bs, read_timeout_s=0.25, max_fails=0, next_upstream="error timeout")
+        with nginx(conf, tmp_path) as r:
+            result = route(cli, tmp_path, r.url + "/predict", urls(bs), "--duration", "1.5",
+                           validator=result_validator)
+    r008 = finding(result, "R008")
+    assert r008["evidence"]["attempts"] == 2
+    assert 240 < r008["evidence"]["inferred_timeout_ms"] < 400 and r008["evidence"]["total_ms"] > 480
+    assert "per attempt" in r008["title"]
+
+
 def test_retries_to_a_second_backend_with_envoy_headers_and_counters(cli, tmp_path, result_validator) -> None:
     specs = [{"latency_ms": 2, "fail_rate": 0.5, "fail_status": 503}, {"latency_ms": 2}]
     with backends(tmp_path, specs) as bs, py_router(tmp_path, bs, retries=1, envoy_headers=True) as r:

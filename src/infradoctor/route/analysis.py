@@ -284,6 +284,7 @@ def find_timeout_cluster(
         spread_ms=spread,
         backend_p99_ms=backend_p99_ms,
         backend_p50_ms=backend_p50_ms,
+        attempts=int(statistics.median(s.attempts or 1 for s in cluster)),
     )
 
 
