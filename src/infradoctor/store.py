@@ -162,9 +162,9 @@ class RunStore:
 
     # -- reading -------------------------------------------------------------------------------------------------
 
-    def list(self, *, command: str | None = None, label: str | None = None, limit: int | None = None) -> list[
-        RunSummary
-    ]:
+    def list(
+        self, *, command: str | None = None, label: str | None = None, limit: int | None = None
+    ) -> list[RunSummary]:
         """Stored runs, newest first."""
         if not self.index_path.exists() and not self.runs_dir.exists():
             return []

@@ -66,10 +66,25 @@ async def chat(request):
     await response.write_eof()
     return response
 
+async def echo(request):
+    if request.headers.get("X-Test") != "yes":
+        return web.Response(status=401, text="no header")
+    try:
+        json.loads(await request.read())
+    except ValueError:
+        return web.Response(status=400, text="bad json")
+    return web.Response(text="ok")
+
+async def close(request):
+    response = web.Response(text="bye")
+    response.force_close()  # Connection: close after every response
+    return response
+
 app = web.Application()
 app.add_routes([web.get("/", root), web.get("/fixed", fixed), web.get("/bounded", bounded_handler),
                 web.get("/flaky", flaky), web.get("/reset", reset), web.get("/stall", stall),
-                web.get("/cold", cold), web.get("/timing", timing), web.post("/v1/chat/completions", chat)])
+                web.get("/cold", cold), web.get("/timing", timing), web.post("/v1/chat/completions", chat),
+                web.post("/echo", echo), web.get("/close", close)])
 web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None)
 """
 

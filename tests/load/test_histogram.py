@@ -106,3 +106,15 @@ def test_reservoir_is_bounded_and_deterministic() -> None:
         b.add(float(i))
     assert len(a.values) == 100 and a.values == b.values and a.seen == 10_000
     assert max(a.values) > 5000  # later values get in
+
+
+def test_reservoir_sample_is_uniform_over_the_stream() -> None:
+    sample = ReservoirSample(2000, seed=11)
+    n = 200_000
+    for i in range(n):
+        sample.add(float(i))
+    assert len(sample.values) == 2000 and len(set(sample.values)) == 2000
+    mean = sum(sample.values) / len(sample.values)
+    assert abs(mean / n - 0.5) < 0.03  # standard error of the mean ~0.0065 * n
+    quarter = sum(1 for v in sample.values if v < n / 4) / 2000
+    assert abs(quarter - 0.25) < 0.04

@@ -138,3 +138,39 @@ def test_openai_bodies() -> None:
     assert completion["prompt"] and completion["max_tokens"] == 8
     assert json.loads(force_stream(b'{"model": "m"}'))["stream"] is True
     assert force_stream(b"not json") == b"not json"
+
+
+def test_split_and_merge_of_process_shares() -> None:
+    from infradoctor.load.engine import PointResult
+    from infradoctor.load.multiproc import merge_points, point_from_state, point_state, split
+
+    assert split(32, 3) == [11, 11, 10] and split(1, 2) == [1, 0]
+    shares = []
+    for k in range(3):
+        point = PointResult(
+            label=f"s{k}",
+            mode="closed",
+            concurrency=2,
+            rate=None,
+            arrivals=None,
+            timeout_s=1,
+            duration_s=2.0,
+            sent=10,
+            completed=10,
+            ok=9,
+            errors={"http_503": 1},
+            status_counts={200: 9, 503: 1},
+            client_cpu_fraction=0.1 * (k + 1),
+        )
+        for v in range(10):
+            point.latency.record(1000 * (k + 1) + v)
+        point.sample_ms = [float(k)] * 10
+        point.windows = [[10.0, 1.0, 100.0, 50.0]]
+        shares.append(point_from_state(point_state(point)))
+    merged = merge_points(shares, label="c=6", concurrency=6, rate=None, sample_capacity=12)
+    assert (merged.sent, merged.completed, merged.ok, merged.errors) == (30, 30, 27, {"http_503": 3})
+    assert merged.status_counts == {200: 27, 503: 3}
+    assert merged.latency.count == 30 and merged.latency.max_us == 3009 and merged.latency.min_us == 1000
+    assert merged.client_cpu_fraction == pytest.approx(0.3)
+    assert merged.windows == [[30.0, 3.0, 300.0, 50.0]]
+    assert sorted(set(merged.sample_ms)) == [0.0, 1.0, 2.0] and len(merged.sample_ms) == 12

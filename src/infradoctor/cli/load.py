@@ -1,4 +1,11 @@
-"""``infradoctor load``: argument parsing, progress display and the result of a load test."""
+"""``infradoctor load``: argument parsing, progress display and the result of a load test.
+
+The result's ``metrics`` (documented in full in :mod:`infradoctor.load.analysis`): ``mode``, ``settings``,
+``points[]`` (one per offered load: ``concurrency`` or ``rate``, ``throughput_rps``, ``goodput_rps``,
+``latency_ms`` {p50, p90, p95, p99, p99_9, max, p99_ci}, ``errors`` by class, open-loop ``latency_from_send_ms``,
+``server_timing_ms``, ``stream`` {ttft_ms, itl_ms, output_tokens_per_s}, ``saturated``), ``knee`` (null when none),
+``curve`` (latency-vs-load plot data), ``headline``, ``distributions.latency_ms``, ``slo`` and ``calibration``.
+"""
 
 from __future__ import annotations
 
@@ -110,6 +117,13 @@ class LoadCommand(Command):
         parser.add_argument("--insecure", "-k", action="store_true", help="https: skip certificate verification")
         parser.add_argument("--seed", type=int, default=0, help="seed for poisson arrivals and sampling")
         parser.add_argument(
+            "--processes",
+            "-p",
+            type=int,
+            default=1,
+            help="generator processes per point (each runs a share; histograms are merged)",
+        )
+        parser.add_argument(
             "--calibrate",
             action="store_true",
             help="measure this machine's generator ceiling against a built-in null server",
@@ -173,6 +187,8 @@ class LoadCommand(Command):
             raise UsageError("--duration and --requests must be positive")
         if args.timeout <= 0:
             raise UsageError("--timeout must be positive")
+        if args.processes < 1:
+            raise UsageError("--processes must be at least 1")
         slo: Slo | None = None
         if args.slo:
             try:
@@ -200,6 +216,7 @@ class LoadCommand(Command):
             "bodies": len(spec.bodies),
             "parser": "httptools" if client.HAVE_HTTPTOOLS else "python",
             "event_loop": _loop_name(),
+            "processes": args.processes,
         }
         started_at = utc_now_iso()
         t0 = time.perf_counter()
@@ -259,6 +276,7 @@ class LoadCommand(Command):
                     arrivals=args.arrivals,
                     max_connections=args.max_connections,
                     seed=args.seed,
+                    processes=args.processes,
                     **options,
                 )
             finally:
@@ -310,6 +328,7 @@ class LoadCommand(Command):
             "p99_ms": point.latency.summary_ms().get("p99"),
             "parser": "httptools" if client.HAVE_HTTPTOOLS else "python",
             "event_loop": _loop_name(),
+            "processes": args.processes,
         }
         metrics["headline"] = {
             "calibration_rps": round(point.throughput_rps, 1),

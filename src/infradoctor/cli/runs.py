@@ -54,9 +54,7 @@ class RunsCommand(Command):
             label = r.label or "-"
             worst = f"{r.findings} ({r.worst})" if r.worst else str(r.findings)
             target = r.target if len(r.target) <= 48 else r.target[:47] + "…"
-            sys.stdout.write(
-                f"{r.id}  {r.command:8} {label:10} {r.started_at}  findings={worst:12} {target}  {head}\n"
-            )
+            sys.stdout.write(f"{r.id}  {r.command:8} {label:10} {r.started_at}  findings={worst:12} {target}  {head}\n")
         return EXIT_OK
 
 

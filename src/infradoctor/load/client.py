@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from infradoctor.load import pyparser
@@ -25,8 +26,6 @@ except ImportError:  # pragma: no cover - the fallback is tested by forcing it
     _ParserError = (pyparser.HttpParserError,)
     HAVE_HTTPTOOLS = False
 
-_perf = time.perf_counter
-
 
 class Driver(Protocol):
     """What a connection reports to: the point runner."""
@@ -41,28 +40,37 @@ class Driver(Protocol):
         """``conn`` is closed and will not be used again."""
 
 
-def make_parser(callbacks: Any, *, pure_python: bool = False) -> Any:
+def make_parser(callbacks: Any, *, pure_python: bool = False, no_body: bool = False) -> Any:
     """An httptools response parser, or the pure-Python one when httptools is missing or ``pure_python``."""
     if HAVE_HTTPTOOLS and not pure_python:
         return httptools.HttpResponseParser(callbacks)
-    return pyparser.PyResponseParser(callbacks)
+    parser = pyparser.PyResponseParser(callbacks)
+    parser.no_body = no_body
+    return parser
 
 
 class Connection(asyncio.Protocol):
     """One keep-alive connection carrying one request at a time."""
 
     pure_python = False
+    clock: Callable[[], float] = staticmethod(time.perf_counter)
+    """Monotonic clock in seconds for every timestamp (injectable for tests)."""
+    no_body = False
+    """Responses carry no body (requests are HEAD)."""
+    has_state = False
+    """Subclasses with per-request state set this so that ``prepare`` runs before each send."""
 
     def __init__(self, driver: Driver, worker: int = -1) -> None:
         self.driver = driver
         self.worker = worker
         """Closed-loop worker that owns this connection (-1 in the open loop)."""
         self.transport: asyncio.Transport | None = None
-        self.parser: Any = make_parser(self, pure_python=self.pure_python)
+        self.parser: Any = make_parser(self, pure_python=self.pure_python, no_body=self.no_body)
         self.busy = False
         """A request is in flight."""
         self.closed = False
-        self.headers_done = False
+        self.received = False
+        """Some of the current response arrived (tells an aborted response from a reset)."""
         self.reusable = True
         """The last response allowed keep-alive."""
         self.status = 0
@@ -72,13 +80,13 @@ class Connection(asyncio.Protocol):
         """When its bytes were written."""
         self.index = 0
         """Request number within the point."""
-        self.no_body = False
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
+        self.received = True
         try:
             self.parser.feed_data(data)
         except _ParserError:
@@ -97,21 +105,16 @@ class Connection(asyncio.Protocol):
         self.closed = True
         if self.busy:
             self.busy = False
-            if self.headers_done and not self.parser.should_keep_alive():
+            if self.received and not self.parser.should_keep_alive():
                 # httptools cannot be told about EOF: a close-delimited body ends here
                 self.status = self.parser.get_status_code()
                 self.reusable = False
                 self.driver.on_response(self)
             else:
-                self.driver.on_failure(self, "stream_aborted" if self.headers_done else "reset")
+                self.driver.on_failure(self, "stream_aborted" if self.received else "reset")
         self.driver.on_closed(self)
 
-    # parser callbacks
-    def on_headers_complete(self) -> None:
-        self.headers_done = True
-        if self.no_body:
-            self.on_message_complete()
-
+    # parser callbacks (no on_headers_complete here: one Python call less per response)
     def on_message_complete(self) -> None:
         if not self.busy:
             return
@@ -119,20 +122,24 @@ class Connection(asyncio.Protocol):
         self.status = self.parser.get_status_code()
         self.reusable = self.parser.should_keep_alive()
         if self.no_body and self.reusable:
-            self.parser = make_parser(self, pure_python=self.pure_python)
+            self.parser = make_parser(self, pure_python=self.pure_python, no_body=self.no_body)
         self.driver.on_response(self)
 
     # driver side
     def send(self, data: bytes, t_intended: float, index: int) -> None:
-        """Write one request; the response is reported to the driver."""
+        """Write one request; the response is reported to the driver.
+
+        ``t_intended`` is when the request was meant to (open loop) or decided to (closed loop, before a connect)
+        start; 0 means "now", at the write.
+        """
         self.busy = True
-        self.headers_done = False
-        self.t_intended = t_intended
+        self.received = False
         self.index = index
-        self.prepare()
-        self.t_send = _perf()
-        assert self.transport is not None
-        self.transport.write(data)
+        if self.has_state:
+            self.prepare()
+        self.t_send = now = self.clock()
+        self.t_intended = t_intended or now
+        self.transport.write(data)  # type: ignore[union-attr]
 
     def prepare(self) -> None:
         """Reset per-request state before a send (subclasses)."""
@@ -149,23 +156,63 @@ class Connection(asyncio.Protocol):
 
 
 class HeaderConnection(Connection):
-    """A connection that also keeps the response headers named in ``capture`` (lower-case bytes)."""
+    """A connection that also keeps the response headers named in ``capture`` (lower-case bytes).
+
+    Rather than a parser callback per header line, it keeps the raw bytes that arrive before the head is complete
+    and reads the few wanted headers out of them once per response (much cheaper in Python).
+    """
 
     capture: frozenset[bytes] = frozenset()
+    has_state = True
 
     def __init__(self, driver: Driver, worker: int = -1) -> None:
         super().__init__(driver, worker)
-        self.headers: dict[str, str] = {}
+        self.head = b""
+        self.head_open = True
+        self._headers: dict[str, str] | None = None
 
     def prepare(self) -> None:
-        self.headers = {}
+        self.head = b""
+        self.head_open = True
+        self._headers = None
 
-    def on_header(self, name: bytes, value: bytes) -> None:
-        lower = name.lower()
-        if lower in self.capture:
-            key = lower.decode("latin-1")
-            text = value.decode("latin-1")
-            self.headers[key] = f"{self.headers[key]}, {text}" if key in self.headers else text
+    def data_received(self, data: bytes) -> None:
+        if self.head_open:
+            self.head += data
+            if b"\r\n\r\n" in self.head or len(self.head) > MAX_HEAD_BYTES:
+                self.head_open = False
+        Connection.data_received(self, data)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The captured headers of the current response (names lower case; repeated headers joined by ', ')."""
+        if self._headers is None:
+            self._headers = read_headers(self.head, self.capture)
+        return self._headers
+
+
+MAX_HEAD_BYTES = 1 << 16
+"""Response head bytes kept for header capture."""
+
+
+def read_headers(head: bytes, names: frozenset[bytes]) -> dict[str, str]:
+    """The headers called ``names`` (lower-case bytes) from raw response bytes (status line, headers, maybe body)."""
+    end = head.find(b"\r\n\r\n")
+    block = head[:end] if end >= 0 else head
+    lower = block.lower()
+    out: dict[str, str] = {}
+    for name in names:
+        needle = b"\r\n" + name + b":"
+        start = lower.find(needle)
+        while start >= 0:
+            value_start = start + len(needle)
+            line_end = block.find(b"\r\n", value_start)
+            raw = block[value_start : line_end if line_end >= 0 else len(block)]
+            key = name.decode("latin-1")
+            text = raw.strip().decode("latin-1")
+            out[key] = f"{out[key]}, {text}" if key in out else text
+            start = lower.find(needle, value_start)
+    return out
 
 
 class StreamConnection(HeaderConnection):
@@ -182,7 +229,9 @@ class StreamConnection(HeaderConnection):
         self.gaps: list[float] = []
 
     def prepare(self) -> None:
-        self.headers = {}
+        self.head = b""
+        self.head_open = True
+        self._headers = None
         self.sse = SSEParser(openai=self.openai)
         self.t_first_token = 0.0
         self.t_last_token = 0.0
@@ -192,7 +241,7 @@ class StreamConnection(HeaderConnection):
     def on_body(self, body: bytes) -> None:
         count = self.sse.feed(body)
         if count:
-            now = _perf()
+            now = self.clock()
             if self.tokens == 0:
                 self.t_first_token = now
             else:
@@ -209,8 +258,20 @@ class StreamConnection(HeaderConnection):
         return usage if usage is not None else self.tokens
 
 
-def connection_class(*, capture: frozenset[bytes], stream: bool, openai: bool, pure_python: bool) -> type[Connection]:
-    """The leanest connection class that does what the spec asks."""
+def _complete_at_headers(self: Connection) -> None:
+    self.on_message_complete()
+
+
+def connection_class(
+    *,
+    capture: frozenset[bytes],
+    stream: bool,
+    openai: bool,
+    pure_python: bool,
+    no_body: bool = False,
+    clock: Callable[[], float] | None = None,
+) -> type[Connection]:
+    """The leanest connection class that does what the spec asks (``no_body`` for responses to HEAD)."""
     base: type[Connection]
     if stream:
         base = StreamConnection
@@ -219,8 +280,13 @@ def connection_class(*, capture: frozenset[bytes], stream: bool, openai: bool, p
     else:
         base = Connection
     attrs: dict[str, Any] = {"pure_python": pure_python}
+    if clock is not None:
+        attrs["clock"] = staticmethod(clock)
     if issubclass(base, HeaderConnection):
         attrs["capture"] = capture
     if stream:
         attrs["openai"] = openai
+    if no_body:
+        attrs["no_body"] = True
+        attrs["on_headers_complete"] = _complete_at_headers
     return type(f"Configured{base.__name__}", (base,), attrs)

@@ -50,10 +50,12 @@ CONNECT_RETRY_DELAY_S = 0.001
 """Pause before a closed-loop worker retries after a failed connect (avoids a busy spin on a dead port)."""
 PACER_MIN_SLEEP_S = 0.001
 """Shortest pacer sleep (event-loop timers have millisecond resolution; shorter sleeps busy-spin)."""
+OPEN_WINDOW_MAX_SHIFT = 0.5
+"""Open-loop throughput is measured between first and last completion when they span at least half the window."""
+MAX_PENDING = 100_000
+"""Open loop: most requests waiting for a free connection; later arrivals count as unsent (bounded memory)."""
 DEFAULT_MAX_CONNECTIONS = 1024
 """Open-loop connection pool limit."""
-
-_perf = time.perf_counter
 
 
 class StopSignal:
@@ -156,7 +158,8 @@ class PointResult:
     ok_in_window: int = 0
     """Successes finished inside the measurement window (goodput numerator)."""
     unsent: int = 0
-    """Open loop: requests still queued in the client when the point ended (the server could not keep up)."""
+    """Open loop: requests never sent because the server could not keep up: still queued in the client when the
+    point ended (kept in ``latency`` at the time they had waited), or dropped at a full client queue."""
     errors: dict[str, int] = field(default_factory=dict)
     """Failures by class (:mod:`.taxonomy`)."""
     status_counts: dict[int, int] = field(default_factory=dict)
@@ -169,6 +172,10 @@ class PointResult:
     """Open loop: how late the pacer dispatched each request relative to its schedule (generator health)."""
     ok_max_us: int = 0
     """Slowest successful response."""
+    first_completion_s: float | None = None
+    """When the first request finished, seconds after the point started."""
+    last_window_completion_s: float | None = None
+    """When the last request that finished inside the measurement window did, seconds after the start."""
     sample_ms: list[float] = field(default_factory=list)
     """Bounded deterministic sample of latencies (ms)."""
     first_latencies_ms: list[float] = field(default_factory=list)
@@ -212,13 +219,32 @@ class PointResult:
 
     @property
     def throughput_rps(self) -> float:
-        """Completions per second within the measurement window."""
-        return self.completed_in_window / self.duration_s if self.duration_s > 0 else 0.0
+        """Completions per second within the measurement window.
+
+        Open loop: completions between the first completion and the last one inside the window, over that span,
+        so the latency of the first responses does not read as missing throughput (a point of D seconds at rate R
+        with latency L completes only about R*(D-L) requests inside the window); closed loop: completions /
+        window.
+        """
+        if self.duration_s <= 0:
+            return 0.0
+        start, end = self.first_completion_s, self.last_window_completion_s
+        if (
+            self.mode == "open"
+            and start is not None
+            and end is not None
+            and self.completed_in_window > 2
+            and end - start >= (1.0 - OPEN_WINDOW_MAX_SHIFT) * self.duration_s
+        ):
+            return (self.completed_in_window - 1) / (end - start)
+        return self.completed_in_window / self.duration_s
 
     @property
     def goodput_rps(self) -> float:
-        """Successful completions per second within the measurement window."""
-        return self.ok_in_window / self.duration_s if self.duration_s > 0 else 0.0
+        """Successful completions per second within the measurement window (same window as the throughput)."""
+        if not self.completed_in_window:
+            return 0.0
+        return self.throughput_rps * self.ok_in_window / self.completed_in_window
 
     @property
     def saturation_reason(self) -> str | None:
@@ -321,12 +347,15 @@ class _PointRun:
         stop: StopSignal | None,
         pure_python: bool,
         progress_interval_s: float,
+        pacer_offset_s: float = 0.0,
+        start_at: float | None = None,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
+        self.clock = clock
         self.spec = spec
         self.result = result
         self.target = spec.target
         self.requests = spec.wire_requests()
-        self.no_body = spec.method.upper() == "HEAD"
         self.duration_s = duration_s
         self.max_requests = max_requests
         self.timeout_s = result.timeout_s
@@ -338,7 +367,12 @@ class _PointRun:
         self.progress_interval_s = progress_interval_s
         capture = frozenset(h.lower().encode("latin-1") for h in spec.capture_headers)
         self.conn_class = connection_class(
-            capture=capture, stream=spec.stream, openai=spec.openai, pure_python=pure_python
+            capture=capture,
+            stream=spec.stream,
+            openai=spec.openai,
+            pure_python=pure_python,
+            no_body=spec.method.upper() == "HEAD",
+            clock=clock if clock is not time.perf_counter else None,
         )
         self.ssl_context: ssl.SSLContext | None = None
         if self.target.scheme == "https":
@@ -348,7 +382,10 @@ class _PointRun:
                 self.ssl_context.verify_mode = ssl.CERT_NONE
         self.closed_loop = result.mode == "closed"
         self.sample = ReservoirSample(sample_capacity, seed)
-        self.pacer = Pacer(result.rate, result.arrivals or "constant", seed) if result.rate else None
+        self.pacer = (
+            Pacer(result.rate, result.arrivals or "constant", seed, offset=pacer_offset_s) if result.rate else None
+        )
+        self.start_at = start_at
         self.conns: set[Connection] = set()
         self.idle: list[Connection] = []
         self.pending: deque[float] = deque()
@@ -365,14 +402,22 @@ class _PointRun:
         self.pacer_timer: asyncio.TimerHandle | None = None
         self.next_housekeeping = 0.0
         self.next_progress = 0.0
+        self.request_count = len(self.requests)
+        self.first_open = True
+        self.last_in_window: float | None = None
+        self.window: list[float] = []
+        self.window_end = -math.inf
 
     # ------------------------------------------------------------------ running
     async def run(self) -> PointResult:
         self.loop = asyncio.get_running_loop()
         self.done = self.loop.create_future()
         res = self.result
+        if self.start_at is not None:
+            # several generator processes start their share of the point together
+            await asyncio.sleep(max(0.0, self.start_at - time.time()))
         cpu0 = _thread_busy_s()
-        self.t0 = _perf()
+        self.t0 = self.clock()
         if self.duration_s is not None:
             self.t_end_window = self.t0 + self.duration_s
         self.next_progress = self.t0 + self.progress_interval_s
@@ -389,7 +434,7 @@ class _PointRun:
             res.interrupted = True
             raise
         finally:
-            t_done = _perf()
+            t_done = self.clock()
             self.stopping = True
             for handle in (self.timer, self.pacer_timer):
                 if handle is not None:
@@ -406,6 +451,8 @@ class _PointRun:
                 res.completed_in_window = res.completed
                 res.ok_in_window = res.ok
             res.elapsed_s = t_done - self.t0
+            if self.last_in_window is not None:
+                res.last_window_completion_s = self.last_in_window - self.t0
             cpu = _thread_busy_s() - cpu0
             res.client_cpu_fraction = cpu / res.elapsed_s if res.elapsed_s > 0 else math.nan
             res.sample_ms = self.sample.values
@@ -427,21 +474,21 @@ class _PointRun:
             self.pacer_timer.cancel()
         # open loop: requests still waiting for a connection never get sent; their wait so far is a lower bound
         # on the latency a user would have seen, so it stays in the corrected histogram
-        now = _perf()
+        now = self.clock()
         while self.pending:
             intended = self.pending.popleft()
             self.result.unsent += 1
-            self.result.latency.record(int((now - intended) * 1e6))
+            self.result.latency.record(int((now - intended) * 1e6 + 0.5))
         self._maybe_finish()
 
     def _schedule_housekeeping(self) -> None:
         assert self.loop is not None
         interval = min(0.1, max(0.005, self.timeout_s / 20.0))
-        self.next_housekeeping = _perf() + interval
+        self.next_housekeeping = self.clock() + interval
         self.timer = self.loop.call_later(interval, self._housekeeping)
 
     def _housekeeping(self) -> None:
-        now = _perf()
+        now = self.clock()
         lag_ms = (now - self.next_housekeeping) * 1000.0
         if lag_ms > self.result.loop_lag_max_ms:
             self.result.loop_lag_max_ms = lag_ms
@@ -475,7 +522,7 @@ class _PointRun:
                 conn.busy = False
                 self.finished += 1
                 self.result.completed += 1
-                self.result.latency.record(int((now - conn.t_intended) * 1e6))
+                self.result.latency.record(int((now - conn.t_intended) * 1e6 + 0.5))
                 conn.abort()
 
     def _report_progress(self, now: float) -> None:
@@ -514,11 +561,10 @@ class _PointRun:
             self._maybe_finish()
             return
         data, index = self._next_request()
-        t_issue = _perf()
         if conn is not None and conn.reusable and not conn.closed:
-            conn.send(data, t_issue, index)
+            conn.send(data, 0.0, index)  # issue time = send time
         else:
-            self._start_connect(worker, data, t_issue, index)
+            self._start_connect(worker, data, self.clock(), index)
 
     def _start_connect(self, worker: int, data: bytes | None, t_intended: float, index: int) -> None:
         assert self.loop is not None
@@ -551,7 +597,6 @@ class _PointRun:
         finally:
             self.connecting -= 1
         conn = proto
-        conn.no_body = self.no_body
         self.conns.add(conn)
         if self.closed_loop:
             assert data is not None
@@ -565,7 +610,7 @@ class _PointRun:
             self._open_free(conn)
 
     def _connect_failed(self, worker: int, data: bytes | None, t_intended: float, index: int, error: str) -> None:
-        now = _perf()
+        now = self.clock()
         if self.closed_loop:
             self._count_failure(error, now - t_intended, now - t_intended, now, index, worker, t_intended, t_intended)
             assert self.loop is not None
@@ -589,7 +634,7 @@ class _PointRun:
         assert self.loop is not None and self.pacer is not None
         if self.stopping:
             return
-        now = _perf()
+        now = self.clock()
         elapsed = now - self.t0
         if self.duration_s is not None:
             # a point of D seconds at rate R schedules exactly the arrivals in [0, D)
@@ -599,21 +644,21 @@ class _PointRun:
         for offset in due:
             intended = self.t0 + offset
             if lag is not None:
-                lag.record(int((now - intended) * 1e6))
+                lag.record(int((now - intended) * 1e6 + 0.5))
             self._dispatch(intended)
         if self.max_requests is not None and self.pacer.count >= self.max_requests:
             self._begin_stop_when_drained()
             return
         if self.duration_s is not None and self.pacer.peek() >= self.duration_s:
             return  # schedule exhausted; housekeeping ends the point at the deadline
-        delay = self.pacer.peek() - (_perf() - self.t0)
+        delay = self.pacer.peek() - (self.clock() - self.t0)
         # never sleep less than the loop's timer resolution: due requests are dispatched together, and their
         # latency still counts from the schedule
         self.pacer_timer = self.loop.call_later(max(PACER_MIN_SLEEP_S, delay), self._pacer_tick)
 
     def _begin_stop_when_drained(self) -> None:
         """Open loop bounded by count: everything is scheduled; stop once the queue drains."""
-        self.t_end_window = min(self.t_end_window, _perf() + self.timeout_s)
+        self.t_end_window = min(self.t_end_window, self.clock() + self.timeout_s)
         if not self.pending:
             self._begin_stop()
 
@@ -625,16 +670,20 @@ class _PointRun:
             data, index = self._next_request()
             conn.send(data, intended, index)
             return
+        if len(self.pending) >= MAX_PENDING:
+            # the client queue is full: this arrival is never sent (bounded memory in long overloaded runs)
+            self.result.unsent += 1
+            return
         self.pending.append(intended)
         if len(self.conns) + self.connecting < self.max_connections and self.connecting < len(self.pending):
-            self._start_connect(-1, None, _perf(), -1)
+            self._start_connect(-1, None, self.clock(), -1)
 
     def _open_free(self, conn: Connection) -> None:
         """Open loop: a connection is free; give it the oldest waiting request or park it."""
         if conn.closed or not conn.reusable:
             conn.close()
             if self.pending and len(self.conns) + self.connecting < self.max_connections:
-                self._start_connect(-1, None, _perf(), -1)
+                self._start_connect(-1, None, self.clock(), -1)
             return
         if self.pending and not self.stopping:
             intended = self.pending.popleft()
@@ -647,13 +696,14 @@ class _PointRun:
 
     # ------------------------------------------------------------------ Driver protocol
     def on_response(self, conn: Connection) -> None:
-        now = _perf()
+        # the hot path: keep attribute lookups and calls few
+        now = self.clock()
         res = self.result
         status = conn.status
-        latency_us = int((now - conn.t_intended) * 1e6)
+        latency_us = int((now - conn.t_intended) * 1e6 + 0.5)
         res.latency.record(latency_us)
         if res.latency_from_send is not None:
-            res.latency_from_send.record(int((now - conn.t_send) * 1e6))
+            res.latency_from_send.record(int((now - conn.t_send) * 1e6 + 0.5))
         self.finished += 1
         res.completed += 1
         counts = res.status_counts
@@ -661,6 +711,7 @@ class _PointRun:
         in_window = now <= self.t_end_window
         if in_window:
             res.completed_in_window += 1
+            self.last_in_window = now
         error: str | None = None
         if status >= 400:
             error = taxonomy.status_class(status)
@@ -673,25 +724,39 @@ class _PointRun:
             if latency_us > res.ok_max_us:
                 res.ok_max_us = latency_us
         self._window(now, latency_us, error is not None)
-        if isinstance(conn, HeaderConnection):
-            self._record_extras(conn, now, error)
+        if conn.has_state:
+            self._record_extras(conn, now, error)  # type: ignore[arg-type]
         elif self.on_request is not None:
             self._emit(conn, now, status, error, {}, {})
+        if self.closed_loop and conn.reusable and not self.stopping and self.max_requests is None:
+            index = self.issued
+            self.issued = index + 1
+            res.sent += 1
+            conn.send(self.requests[index % self.request_count], 0.0, index)
+            return
         self._after(conn)
 
     def _window(self, now: float, latency_us: int, failed: bool) -> None:
         res = self.result
         latency_ms = latency_us / 1000.0
-        if len(res.first_latencies_ms) < FIRST_REQUESTS:
+        if self.first_open:
+            if not res.first_latencies_ms:
+                res.first_completion_s = now - self.t0
             res.first_latencies_ms.append(latency_ms)
-        self.sample.add(latency_ms)
-        slot = int((now - self.t0) / WINDOW_S)
-        if slot >= MAX_WINDOWS:
-            slot = MAX_WINDOWS - 1
-        windows = res.windows
-        while len(windows) <= slot:
-            windows.append([0.0, 0.0, 0.0, 0.0])
-        window = windows[slot]
+            self.first_open = len(res.first_latencies_ms) < FIRST_REQUESTS
+        sample = self.sample
+        if sample.seen < sample.capacity or sample.seen + 1 == sample.next_replace:
+            sample.add(latency_ms)
+        else:
+            sample.seen += 1
+        if now >= self.window_end:
+            slot = min(int((now - self.t0) / WINDOW_S), MAX_WINDOWS - 1)
+            windows = res.windows
+            while len(windows) <= slot:
+                windows.append([0.0, 0.0, 0.0, 0.0])
+            self.window = windows[slot]
+            self.window_end = math.inf if slot == MAX_WINDOWS - 1 else self.t0 + (slot + 1) * WINDOW_S
+        window = self.window
         window[0] += 1
         if failed:
             window[1] += 1
@@ -713,7 +778,7 @@ class _PointRun:
         if total is not None:
             if res.network is None:
                 res.network = Histogram()
-            res.network.record(int((now - conn.t_send) * 1e6 - total * 1000.0))
+            res.network.record(int((now - conn.t_send) * 1e6 - total * 1000.0 + 0.5))
         ttft_s: float | None = None
         tokens = 0
         if isinstance(conn, StreamConnection):
@@ -724,10 +789,10 @@ class _PointRun:
             assert res.itl is not None
             if conn.tokens:
                 ttft_s = conn.t_first_token - conn.t_intended
-                res.ttft.record(int(ttft_s * 1e6))
+                res.ttft.record(int(ttft_s * 1e6 + 0.5))
                 record = res.itl.record
                 for gap in conn.gaps:
-                    record(int(gap * 1e6))
+                    record(int(gap * 1e6 + 0.5))
                 res.output_tokens += tokens
                 if error is None:
                     res.stream_ok += 1
@@ -775,7 +840,7 @@ class _PointRun:
             self._open_free(conn)
 
     def on_failure(self, conn: Connection, error_class: str) -> None:
-        now = _perf()
+        now = self.clock()
         self._record_failure(conn, error_class, now, now)
         conn.reusable = False
 
@@ -813,11 +878,12 @@ class _PointRun:
         res.completed += 1
         if now <= self.t_end_window:
             res.completed_in_window += 1
+            self.last_in_window = now
         res.errors[error_class] = res.errors.get(error_class, 0) + 1
-        latency_us = int(latency_s * 1e6)
+        latency_us = int(latency_s * 1e6 + 0.5)
         res.latency.record(latency_us)
         if res.latency_from_send is not None:
-            res.latency_from_send.record(int(from_send_s * 1e6))
+            res.latency_from_send.record(int(from_send_s * 1e6 + 0.5))
         self._window(now, latency_us, True)
         if self.on_request is not None:
             self.on_request(
@@ -836,7 +902,7 @@ class _PointRun:
     def on_closed(self, conn: Connection) -> None:
         self.conns.discard(conn)
         if not self.closed_loop and self.pending and not self.stopping and not self.conns and not self.connecting:
-            self._start_connect(-1, None, _perf(), -1)
+            self._start_connect(-1, None, self.clock(), -1)
         self._maybe_finish()
 
 
@@ -883,8 +949,41 @@ async def run_point_async(
     pure_python_parser: bool = False,
     progress_interval_s: float = 0.25,
     label: str | None = None,
+    processes: int = 1,
+    pacer_offset_s: float = 0.0,
+    start_at: float | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> PointResult:
-    """Run one load level inside a running event loop; see :func:`run_point`."""
+    """Run one load level inside a running event loop; see :func:`run_point`.
+
+    ``processes > 1`` splits the point over that many generator processes (this one included) that start
+    together and whose histograms are merged (:mod:`.multiproc`); ``on_request`` then is not available and
+    ``on_progress`` sees this process's share. ``pacer_offset_s`` and ``start_at`` are for those processes.
+    ``clock`` (monotonic seconds) times everything; tests inject a fake one.
+    """
+    if processes > 1:
+        from infradoctor.load.multiproc import run_point_processes
+
+        return await run_point_processes(
+            spec,
+            processes=processes,
+            concurrency=concurrency,
+            rate=rate,
+            arrivals=arrivals,
+            duration_s=duration_s,
+            requests=requests,
+            timeout_s=timeout_s,
+            connect_timeout_s=connect_timeout_s,
+            max_connections=max_connections,
+            seed=seed,
+            sample_capacity=sample_capacity,
+            on_request=on_request,
+            on_progress=on_progress,
+            stop=stop,
+            pure_python_parser=pure_python_parser,
+            progress_interval_s=progress_interval_s,
+            label=label,
+        )
     if (concurrency is None) == (rate is None):
         raise ValueError("give exactly one of concurrency (closed loop) or rate (open loop)")
     if concurrency is not None and concurrency < 1:
@@ -918,6 +1017,9 @@ async def run_point_async(
         stop=stop,
         pure_python=pure_python_parser,
         progress_interval_s=progress_interval_s,
+        pacer_offset_s=pacer_offset_s,
+        start_at=start_at,
+        clock=clock,
     )
     return await run.run()
 

@@ -218,22 +218,43 @@ def _ms(value_us: float) -> float:
 
 
 class ReservoirSample:
-    """A bounded, deterministic uniform sample of a stream (Algorithm R, seeded): at most ``capacity`` values."""
+    """A bounded, deterministic uniform sample of a stream: at most ``capacity`` values.
 
-    __slots__ = ("capacity", "values", "seen", "_rng")
+    Algorithm L (Li, 1994) with a seeded generator: after the reservoir fills, it draws how many values to skip
+    before the next replacement, so the per-value cost is one comparison rather than one random number.
+    """
+
+    __slots__ = ("capacity", "values", "seen", "_rng", "_weight", "next_replace")
 
     def __init__(self, capacity: int = 5000, seed: int = 0) -> None:
         self.capacity = capacity
         self.values: list[float] = []
         self.seen = 0
         self._rng = random.Random(seed)
+        self._weight = 1.0
+        self.next_replace = -1
+        """1-based position of the next value that enters the full reservoir."""
 
     def add(self, value: float) -> None:
         """Offer one value."""
         self.seen += 1
-        if len(self.values) < self.capacity:
+        if self.seen <= self.capacity:
             self.values.append(value)
+            if self.seen == self.capacity:
+                self._weight = math.exp(math.log(self._uniform()) / self.capacity)
+                self._skip()
             return
-        slot = self._rng.randrange(self.seen)
-        if slot < self.capacity:
-            self.values[slot] = value
+        if self.seen == self.next_replace:
+            self.values[self._rng.randrange(self.capacity)] = value
+            self._weight *= math.exp(math.log(self._uniform()) / self.capacity)
+            self._skip()
+
+    def _uniform(self) -> float:
+        return self._rng.random() or 1e-300
+
+    def _skip(self) -> None:
+        if self._weight >= 1.0:
+            self.next_replace = self.seen + 1
+            return
+        gap = math.floor(math.log(self._uniform()) / math.log1p(-self._weight))
+        self.next_replace = self.seen + gap + 1

@@ -19,7 +19,7 @@ class Pacer:
     from a seeded generator, so a run is reproducible.
     """
 
-    def __init__(self, rate: float, arrivals: str = "constant", seed: int = 0) -> None:
+    def __init__(self, rate: float, arrivals: str = "constant", seed: int = 0, offset: float = 0.0) -> None:
         if rate <= 0:
             raise ValueError(f"rate must be positive, got {rate}")
         if arrivals not in ARRIVALS:
@@ -27,9 +27,11 @@ class Pacer:
         self.rate = rate
         self.arrivals = arrivals
         self._rng = random.Random(seed)
+        self.offset = offset
+        """Shift of a constant schedule (lets several generators interleave into one constant stream)."""
         self.count = 0
         """How many times were handed out."""
-        self._next = 0.0 if arrivals == "constant" else self._rng.expovariate(rate)
+        self._next = offset if arrivals == "constant" else self._rng.expovariate(rate)
 
     def peek(self) -> float:
         """The next intended time, without consuming it."""
@@ -40,7 +42,7 @@ class Pacer:
         current = self._next
         self.count += 1
         if self.arrivals == "constant":
-            self._next = self.count / self.rate
+            self._next = self.offset + self.count / self.rate
         else:
             self._next = current + self._rng.expovariate(self.rate)
         return current

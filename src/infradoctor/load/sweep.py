@@ -16,6 +16,8 @@ AUTO_START_CONCURRENCY = 1
 """``--concurrency auto`` starts here and doubles."""
 AUTO_MAX_CONCURRENCY = 256
 """... up to this many workers."""
+AUTO_POINTS_PAST_KNEE = 2
+"""``auto`` runs this many levels past the knee (enough to tell serialisation and unbounded queueing apart)."""
 AUTO_STOP_ERROR_RATE = 0.05
 """``auto`` stops after a point where more than this share of requests failed."""
 SLO_MIN_ACHIEVED = 0.9
@@ -182,7 +184,7 @@ async def _auto_concurrency(sweep: SweepResult, point: Any, max_concurrency: int
             sweep.stop_reason = "errors"
             return
         knee = sweep.knee
-        if knee is not None and knee.index < len(sweep.points) - 1:
+        if knee is not None and len(sweep.points) - 1 - knee.index >= AUTO_POINTS_PAST_KNEE:
             sweep.stop_reason = "knee"
             return
         level *= 2
@@ -227,11 +229,11 @@ async def _slo_search(sweep: SweepResult, point: Any, slo: Slo, start_rate: floa
 def run_sweep(spec: RequestSpec, **options: Any) -> SweepResult:
     """Run a sweep on its own event loop.
 
-    ``concurrency`` is a list of worker counts or ``"auto"`` (1, 2, 4, ... until the knee, errors above 5%, a
-    saturated generator, or ``max_concurrency``); ``rate`` is a list of rates or ``"auto"`` (double from
-    ``start_rate`` until ``slo`` fails, then bisect). ``on_point`` gets each finished point; other options go to
-    :func:`~infradoctor.load.engine.run_point_async` (``duration_s``, ``requests``, ``timeout_s``, ``arrivals``,
-    ``on_request``, ``on_progress``, ...).
+    ``concurrency`` is a list of worker counts or ``"auto"`` (1, 2, 4, ... until two levels past the knee,
+    errors above 5%, a saturated generator, or ``max_concurrency``); ``rate`` is a list of rates or ``"auto"``
+    (double from ``start_rate`` until ``slo`` fails, then bisect). ``on_point`` gets each finished point; other
+    options go to :func:`~infradoctor.load.engine.run_point_async` (``duration_s``, ``requests``, ``timeout_s``,
+    ``arrivals``, ``on_request``, ``on_progress``, ``processes``, ...).
     """
     result: SweepResult = run_sync(run_sweep_async(spec, **options))
     return result

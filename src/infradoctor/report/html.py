@@ -83,9 +83,9 @@ def html_section(section: Section) -> str:
 def html_page(title: str, body: str) -> str:
     """A complete document with inline CSS and no external resources."""
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; style-src \'unsafe-inline\'; '
-        "img-src data:\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
+        'img-src data:">'
         f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>{body}</body></html>\n"
     )
 
@@ -141,7 +141,8 @@ class HtmlRenderer(Renderer):
         errors = list(result.errors) + render_errors
         if errors:
             items = "".join(
-                f"<li><b>{escape(e.source)}</b>: {escape(e.message)}" + (f" (×{e.count})" if e.count > 1 else "")
+                f"<li><b>{escape(e.source)}</b>: {escape(e.message)}"
+                + (f" (×{e.count})" if e.count > 1 else "")
                 + "</li>"
                 for e in errors
             )

@@ -43,8 +43,7 @@ def md_bar(bar: Bar) -> list[str]:
     """A share bar as a list of percentages."""
     total = sum(v for _, v in bar.parts) or 1.0
     parts = ", ".join(
-        f"{md_escape(label)} {100 * value / total:.0f}% ({format_value(value)}{bar.unit})"
-        for label, value in bar.parts
+        f"{md_escape(label)} {100 * value / total:.0f}% ({format_value(value)}{bar.unit})" for label, value in bar.parts
     )
     title = f"{md_escape(bar.title)}: " if bar.title else ""
     return [f"{title}{parts}", ""]

@@ -1,0 +1,318 @@
+"""Load generator: throughput vs wrk and hey, memory over a long run, open-loop tail accuracy.
+
+1. Throughput. A local nginx answers `return 200 "hello"` (one worker, no access log). infradoctor's closed loop,
+   `wrk -t1` and `hey` run against it in turn, interleaved over `--reps` rounds, with the same connection count
+   (`--connections`, 32) for `--duration` seconds each; infradoctor times every request into its histogram. The
+   medians are compared: goal >= 1.0x wrk and >= 2x hey. The single-process engine is the headline; a run
+   over `--processes` generator processes (merged histograms) is printed beside it.
+
+2. Memory. A child process runs one closed-loop point of `--long-requests` requests (default 1M; the goal is 10M)
+   against the same nginx and samples its RSS as it goes; the peak RSS and the growth per million requests are
+   printed, with the RSS extrapolated to 10M requests (goal < 200 MB).
+
+3. Tail accuracy. A local aiohttp server answers each request after S = 10 ms (`asyncio.sleep`) and blocks its
+   event loop for 1 s every 5 s. An open-loop run at a fixed rate (constant arrivals) for a whole number of
+   periods (`--tail-seconds`, 20) measures p99 from the intended send time.
+
+   Expected value: in any window that spans whole periods, a fraction f = 1/5 of arrivals fall into a stall. An
+   arrival u seconds into a 1 s stall waits (1 - u) s for the loop, then S: with arrivals uniform in the stall its
+   latency is uniform on (S, 1 s + S]. The other 80% take S. The p99 is the value exceeded by 1% of all requests,
+   i.e. by 1%/20% = 5% of the stalled ones: p99 = S + (1 - 0.05) * 1 s = S + 950 ms = 960 ms (S measured as
+   the server's unstalled median, so its scheduling overhead is included). Goal: |measured/expected - 1| <= 10%.
+   The same server under the closed loop (c=2) shows what coordinated omission hides: only the requests in flight
+   when a stall begins see it, so its p99 comes out near S.
+
+Usage: `python benchmarks/run.py load [--duration 3] [--reps 3] [--long-requests 1000000] [--tail-seconds 20]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from infradoctor.load import RequestSpec, run_point  # noqa: E402
+from infradoctor.procs import free_port, port_open, stop_process, wait_for_http, wait_until  # noqa: E402
+
+NGINX_CONF = """
+worker_processes 1;
+daemon off;
+pid {prefix}/nginx.pid;
+error_log {prefix}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    client_body_temp_path {prefix}/cb; proxy_temp_path {prefix}/px; fastcgi_temp_path {prefix}/fc;
+    uwsgi_temp_path {prefix}/uw; scgi_temp_path {prefix}/sc;
+    keepalive_requests 100000000;
+    server {{ listen 127.0.0.1:{port}; location / {{ return 200 "hello"; }} }}
+}}
+"""
+
+STALL_SERVER = r"""
+import asyncio, sys, time
+from aiohttp import web
+
+SERVICE_S = 0.010
+
+async def handle(request):
+    await asyncio.sleep(SERVICE_S)
+    return web.Response(text="ok")
+
+async def stall_every(app):
+    async def loop():
+        start = time.monotonic()
+        k = 1
+        while True:
+            await asyncio.sleep(max(0.0, start + 5.0 * k - time.monotonic()))
+            time.sleep(1.0)  # the whole server stalls for 1 s every 5 s
+            k += 1
+    app["stall"] = asyncio.create_task(loop())
+
+app = web.Application()
+app.on_startup.append(stall_every)
+app.add_routes([web.get("/", handle)])
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None)
+"""
+
+MEMORY_CHILD = r"""
+import json, sys, time, psutil
+sys.path.insert(0, sys.argv[4])
+from infradoctor.load import RequestSpec, run_point
+proc = psutil.Process()
+samples = []
+def progress(p):
+    samples.append((p.completed, proc.memory_info().rss))
+spec = RequestSpec(sys.argv[1], capture_headers=())
+point = run_point(spec, concurrency=int(sys.argv[3]), requests=int(sys.argv[2]), duration_s=None, timeout_s=30,
+                  on_progress=progress, progress_interval_s=1.0)
+samples.append((point.completed, proc.memory_info().rss))
+import resource
+print(json.dumps({"completed": point.completed, "throughput_rps": point.throughput_rps,
+                  "p99_ms": point.latency.summary_ms().get("p99"), "samples": samples,
+                  "peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+"""
+
+
+def which(name: str) -> str | None:
+    return shutil.which(name) or shutil.which(name, path="/usr/sbin:/usr/local/sbin:/sbin")
+
+
+def start_nginx(tmp: Path) -> tuple[subprocess.Popen[bytes], int]:
+    binary = which("nginx")
+    if binary is None:
+        raise SystemExit("nginx is not installed")
+    port = free_port()
+    conf = tmp / "nginx.conf"
+    conf.write_text(NGINX_CONF.format(prefix=tmp, port=port))
+    proc = subprocess.Popen(
+        [binary, "-p", str(tmp), "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    if not wait_until(lambda: port_open("127.0.0.1", port), timeout=10, alive=lambda: proc.poll() is None):
+        raise SystemExit("nginx did not start")
+    return proc, port
+
+
+def run_wrk(url: str, connections: int, duration: float) -> float | None:
+    binary = which("wrk")
+    if binary is None:
+        return None
+    out = subprocess.run(
+        [binary, "-t1", f"-c{connections}", f"-d{max(1, round(duration))}s", url],
+        capture_output=True,
+        text=True,
+        timeout=duration + 30,
+    ).stdout
+    match = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    return float(match.group(1)) if match else None
+
+
+def run_hey(url: str, connections: int, duration: float) -> float | None:
+    binary = which("hey")
+    if binary is None:
+        return None
+    out = subprocess.run(
+        [binary, "-c", str(connections), "-z", f"{max(1, round(duration))}s", url],
+        capture_output=True,
+        text=True,
+        timeout=duration + 60,
+    ).stdout
+    match = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    return float(match.group(1)) if match else None
+
+
+def throughput(url: str, args: argparse.Namespace) -> dict[str, float | None]:
+    ours: list[float] = []
+    ours_headers: list[float] = []
+    ours_procs: list[float] = []
+    wrk: list[float] = []
+    hey: list[float] = []
+    for rep in range(args.reps):
+        point = run_point(
+            RequestSpec(url, capture_headers=()), concurrency=args.connections, duration_s=args.duration, timeout_s=10
+        )
+        assert point.latency.count == point.completed, "every request is timed into the histogram"
+        ours.append(point.throughput_rps)
+        point = run_point(RequestSpec(url), concurrency=args.connections, duration_s=args.duration, timeout_s=10)
+        ours_headers.append(point.throughput_rps)
+        if args.processes > 1:
+            point = run_point(
+                RequestSpec(url, capture_headers=()),
+                concurrency=args.connections,
+                duration_s=args.duration,
+                timeout_s=10,
+                processes=args.processes,
+            )
+            ours_procs.append(point.throughput_rps)
+        w = run_wrk(url, args.connections, args.duration)
+        h = run_hey(url, args.connections, args.duration)
+        if w:
+            wrk.append(w)
+        if h:
+            hey.append(h)
+        procs = f", {args.processes} processes {ours_procs[-1]:,.0f}" if ours_procs else ""
+        print(
+            f"  round {rep + 1}: infradoctor {ours[-1]:,.0f} (headers on {ours_headers[-1]:,.0f}{procs})  "
+            f"wrk {w or 0:,.0f}  hey {h or 0:,.0f} req/s",
+            flush=True,
+        )
+    med = {
+        name: statistics.median(v) if v else None
+        for name, v in (
+            ("infradoctor", ours),
+            ("infradoctor_headers", ours_headers),
+            ("infradoctor_processes", ours_procs),
+            ("wrk", wrk),
+            ("hey", hey),
+        )
+    }
+    print(
+        f"throughput (median of {args.reps}, -c {args.connections}): infradoctor {med['infradoctor']:,.0f}, "
+        f"with header capture {med['infradoctor_headers']:,.0f}, wrk {med['wrk'] or 0:,.0f}, "
+        f"hey {med['hey'] or 0:,.0f} req/s"
+    )
+    if med["wrk"]:
+        print(f"ratio infradoctor/wrk = {med['infradoctor'] / med['wrk']:.2f}  (goal >= 1.0)")
+    if med["infradoctor_processes"] and med["wrk"]:
+        print(
+            f"ratio infradoctor({args.processes} processes)/wrk = {med['infradoctor_processes'] / med['wrk']:.2f}"
+            f"  (hey uses every core; wrk -t1 one)"
+        )
+    if med["hey"]:
+        print(f"ratio infradoctor/hey = {med['infradoctor'] / med['hey']:.2f}  (goal >= 2.0)")
+    return med
+
+
+def memory(url: str, args: argparse.Namespace) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", MEMORY_CHILD, url, str(args.long_requests), str(args.connections), str(ROOT / "src")],
+        capture_output=True,
+        text=True,
+        timeout=args.long_requests / 2000 + 120,
+    )
+    if out.returncode != 0:
+        print("memory run failed:", out.stderr[-2000:])
+        return
+    data = json.loads(out.stdout.strip().splitlines()[-1])
+    samples = data["samples"]
+    peak_mb = data["peak_rss_kb"] / 1024.0
+    # growth from the first sample past 10% of the run to the end, per million requests
+    start = next((s for s in samples if s[0] >= 0.1 * data["completed"]), samples[0])
+    end = samples[-1]
+    growth = (end[1] - start[1]) / 1e6 / max(1, end[0] - start[0]) * 1e6
+    projected = end[1] / 1e6 + growth * max(0.0, (10_000_000 - end[0]) / 1e6)
+    print(
+        f"memory: {data['completed']:,} requests at {data['throughput_rps']:,.0f} req/s, peak RSS {peak_mb:.1f} MB, "
+        f"growth {growth:.2f} MB per million requests, projected RSS at 10M requests {projected:.1f} MB "
+        f"(goal < 200 MB)"
+    )
+
+
+def tail_accuracy(tmp: Path, args: argparse.Namespace) -> None:
+    port = free_port()
+    script = tmp / "stall_server.py"
+    script.write_text(textwrap.dedent(STALL_SERVER))
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        if not wait_for_http(url, timeout=30, proc=proc):
+            print("tail: stall server did not start")
+            return
+        # the server's unstalled service time, measured between stalls (short closed-loop probe)
+        probe = run_point(
+            RequestSpec(url, capture_headers=()), concurrency=1, requests=40, duration_s=None, timeout_s=5
+        )
+        service_ms = probe.latency.percentiles_us([50.0])[0] / 1000.0
+        expected_ms = service_ms + 950.0
+        point = run_point(
+            RequestSpec(url, capture_headers=()),
+            rate=args.tail_rate,
+            arrivals="constant",
+            duration_s=args.tail_seconds,
+            timeout_s=10,
+        )
+        measured = point.latency.percentiles_us([99.0])[0] / 1000.0
+        assert point.latency_from_send is not None
+        from_send = point.latency_from_send.percentiles_us([99.0])[0] / 1000.0
+        closed = run_point(
+            RequestSpec(url, capture_headers=()), concurrency=2, duration_s=args.tail_seconds, timeout_s=10
+        )
+        closed_p99 = closed.latency.percentiles_us([99.0])[0] / 1000.0
+        error = measured / expected_ms - 1.0
+        print(
+            f"tail: service {service_ms:.1f} ms, open loop {args.tail_rate:g} req/s for {args.tail_seconds:g} s "
+            f"({point.completed} requests): p99 {measured:.0f} ms (from send {from_send:.0f} ms), expected "
+            f"{expected_ms:.0f} ms, error {error:+.1%} (goal within 10%); closed loop c=2 p99 {closed_p99:.0f} ms "
+            f"(coordinated omission)"
+        )
+    finally:
+        stop_process(proc, grace_s=2.0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=3.0, help="seconds per throughput run")
+    parser.add_argument("--reps", type=int, default=3, help="interleaved rounds of the throughput comparison")
+    parser.add_argument("--connections", type=int, default=32, help="connections for every tool")
+    parser.add_argument("--processes", type=int, default=2, help="also run infradoctor with this many processes")
+    parser.add_argument("--long-requests", type=int, default=1_000_000, help="requests of the memory run (goal 10M)")
+    parser.add_argument("--tail-seconds", type=float, default=20.0, help="open-loop tail run (a multiple of 5 s)")
+    parser.add_argument("--tail-rate", type=float, default=100.0, help="open-loop rate of the tail run")
+    parser.add_argument("--skip", action="append", default=[], choices=("throughput", "memory", "tail"))
+    args = parser.parse_args(argv)
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    with tempfile.TemporaryDirectory(prefix="bench_load_") as tmp_name:
+        tmp = Path(tmp_name)
+        nginx, port = start_nginx(tmp)
+        url = f"http://127.0.0.1:{port}/"
+        try:
+            if "throughput" not in args.skip:
+                throughput(url, args)
+            if "memory" not in args.skip:
+                memory(url, args)
+        finally:
+            stop_process(nginx, grace_s=3.0)
+        if "tail" not in args.skip:
+            tail_accuracy(tmp, args)
+    return 0
+
+
+if __name__ == "__main__":
+    start = time.perf_counter()
+    code = main()
+    print(f"done in {time.perf_counter() - start:.1f} s")
+    sys.exit(code)

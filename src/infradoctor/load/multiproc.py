@@ -1,0 +1,260 @@
+"""One load point spread over several generator processes, merged into one :class:`PointResult`.
+
+A single Python event loop tops out at one CPU core. With ``processes=P`` the point's concurrency (or rate, or
+request count) is split into P shares: P-1 child processes (``spawn``) and this process run one share each,
+starting together at an agreed wall-clock time. Constant open-loop schedules are interleaved by giving share k the
+offset k/rate, so together they form the exact constant schedule; Poisson shares use distinct seeds (a sum of
+Poisson streams is Poisson). Histograms are merged count by count (:meth:`Histogram.merge`), so the merged
+percentiles are exactly those of one histogram that saw every request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import math
+import multiprocessing
+import time
+from typing import Any
+
+from infradoctor.load.engine import (
+    PointResult,
+    ProgressCallback,
+    RequestCallback,
+    StopSignal,
+    point_label,
+    run_point_async,
+    run_sync,
+)
+from infradoctor.load.histogram import Histogram
+from infradoctor.load.spec import RequestSpec
+
+START_DELAY_S = 2.0
+"""Head start the children get to import and reach the agreed start time."""
+
+
+def split(total: int, parts: int) -> list[int]:
+    """``total`` split into ``parts`` near-equal non-negative integers, larger shares first."""
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+def _hist_state(hist: Histogram | None) -> dict[str, object] | None:
+    return hist.to_dict() if hist is not None else None
+
+
+def _hist_from(state: Any) -> Histogram | None:
+    return Histogram.from_dict(state) if state is not None else None
+
+
+def point_state(point: PointResult) -> dict[str, Any]:
+    """Everything of a point as plain data (to send between processes)."""
+    return {
+        "scalars": {
+            name: getattr(point, name)
+            for name in (
+                "label",
+                "mode",
+                "concurrency",
+                "rate",
+                "arrivals",
+                "timeout_s",
+                "duration_s",
+                "elapsed_s",
+                "sent",
+                "completed",
+                "ok",
+                "completed_in_window",
+                "ok_in_window",
+                "unsent",
+                "ok_max_us",
+                "first_completion_s",
+                "last_window_completion_s",
+                "output_tokens",
+                "stream_ok",
+                "client_cpu_fraction",
+                "loop_lag_max_ms",
+                "interrupted",
+            )
+        },
+        "errors": dict(point.errors),
+        "status_counts": dict(point.status_counts),
+        "latency": point.latency.to_dict(),
+        "latency_from_send": _hist_state(point.latency_from_send),
+        "pacer_lag": _hist_state(point.pacer_lag),
+        "network": _hist_state(point.network),
+        "ttft": _hist_state(point.ttft),
+        "itl": _hist_state(point.itl),
+        "stages": {name: hist.to_dict() for name, hist in point.stages.items()},
+        "sample_ms": list(point.sample_ms),
+        "sample_seen": point.completed,
+        "first_latencies_ms": list(point.first_latencies_ms),
+        "windows": [list(w) for w in point.windows],
+    }
+
+
+def point_from_state(state: dict[str, Any]) -> PointResult:
+    """Inverse of :func:`point_state`."""
+    point = PointResult(**state["scalars"])
+    point.errors = dict(state["errors"])
+    point.status_counts = {int(k): v for k, v in state["status_counts"].items()}
+    point.latency = Histogram.from_dict(state["latency"])
+    point.latency_from_send = _hist_from(state["latency_from_send"])
+    point.pacer_lag = _hist_from(state["pacer_lag"])
+    point.network = _hist_from(state["network"])
+    point.ttft = _hist_from(state["ttft"])
+    point.itl = _hist_from(state["itl"])
+    point.stages = {name: Histogram.from_dict(h) for name, h in state["stages"].items()}
+    point.sample_ms = list(state["sample_ms"])
+    point.first_latencies_ms = list(state["first_latencies_ms"])
+    point.windows = [list(w) for w in state["windows"]]
+    return point
+
+
+def _merge_hist(a: Histogram | None, b: Histogram | None) -> Histogram | None:
+    if a is None:
+        return b
+    if b is not None:
+        a.merge(b)
+    return a
+
+
+def merge_points(
+    points: list[PointResult], *, label: str, concurrency: int | None, rate: float | None, sample_capacity: int = 5000
+) -> PointResult:
+    """One point from the shares of several processes: counts add, histograms merge, the worst CPU counts."""
+    first = points[0]
+    merged = PointResult(
+        label=label,
+        mode=first.mode,
+        concurrency=concurrency,
+        rate=rate,
+        arrivals=first.arrivals,
+        timeout_s=first.timeout_s,
+    )
+    for point in points:
+        for name in (
+            "sent",
+            "completed",
+            "ok",
+            "completed_in_window",
+            "ok_in_window",
+            "unsent",
+            "output_tokens",
+            "stream_ok",
+        ):
+            setattr(merged, name, getattr(merged, name) + getattr(point, name))
+        merged.duration_s = max(merged.duration_s, point.duration_s)
+        merged.elapsed_s = max(merged.elapsed_s, point.elapsed_s)
+        merged.ok_max_us = max(merged.ok_max_us, point.ok_max_us)
+        if point.first_completion_s is not None:
+            merged.first_completion_s = min(merged.first_completion_s or math.inf, point.first_completion_s)
+        if point.last_window_completion_s is not None:
+            merged.last_window_completion_s = max(
+                merged.last_window_completion_s or 0.0, point.last_window_completion_s
+            )
+        merged.loop_lag_max_ms = max(merged.loop_lag_max_ms, point.loop_lag_max_ms)
+        if math.isfinite(point.client_cpu_fraction):
+            merged.client_cpu_fraction = (
+                point.client_cpu_fraction
+                if not math.isfinite(merged.client_cpu_fraction)
+                else max(merged.client_cpu_fraction, point.client_cpu_fraction)
+            )
+        merged.interrupted = merged.interrupted or point.interrupted
+        for key, count in point.errors.items():
+            merged.errors[key] = merged.errors.get(key, 0) + count
+        for status, count in point.status_counts.items():
+            merged.status_counts[status] = merged.status_counts.get(status, 0) + count
+        merged.latency.merge(point.latency)
+        merged.latency_from_send = _merge_hist(merged.latency_from_send, point.latency_from_send)
+        merged.pacer_lag = _merge_hist(merged.pacer_lag, point.pacer_lag)
+        merged.network = _merge_hist(merged.network, point.network)
+        merged.ttft = _merge_hist(merged.ttft, point.ttft)
+        merged.itl = _merge_hist(merged.itl, point.itl)
+        for name, hist in point.stages.items():
+            merged.stages[name] = _merge_hist(merged.stages.get(name), hist) or hist
+        for index, window in enumerate(point.windows):
+            while len(merged.windows) <= index:
+                merged.windows.append([0.0, 0.0, 0.0, 0.0])
+            target = merged.windows[index]
+            target[0] += window[0]
+            target[1] += window[1]
+            target[2] += window[2]
+            target[3] = max(target[3], window[3])
+    merged.first_latencies_ms = list(first.first_latencies_ms)
+    # each share's sample is uniform over its requests: take from each in proportion to its request count
+    total = sum(p.completed for p in points) or 1
+    sample: list[float] = []
+    for point in points:
+        want = round(sample_capacity * point.completed / total)
+        values = point.sample_ms
+        if len(values) > want > 0:
+            step = len(values) / want
+            values = [values[int(i * step)] for i in range(want)]
+        sample.extend(values[: max(want, 0)] if want else [])
+    merged.sample_ms = sample[:sample_capacity]
+    return merged
+
+
+def _child(spec: RequestSpec, options: dict[str, Any]) -> dict[str, Any]:
+    point: PointResult = run_sync(run_point_async(spec, **options))
+    return point_state(point)
+
+
+async def run_point_processes(
+    spec: RequestSpec,
+    *,
+    processes: int,
+    concurrency: int | None,
+    rate: float | None,
+    duration_s: float | None,
+    requests: int | None,
+    seed: int,
+    sample_capacity: int,
+    on_request: RequestCallback | None,
+    on_progress: ProgressCallback | None,
+    stop: StopSignal | None,
+    label: str | None,
+    arrivals: str = "constant",
+    **options: Any,
+) -> PointResult:
+    """Run one point over ``processes`` generator processes; see the module docstring."""
+    if on_request is not None:
+        raise ValueError("on_request needs processes=1: outcomes of other processes are not streamed back")
+    if concurrency is not None:
+        shares: list[dict[str, Any]] = [{"concurrency": c} for c in split(concurrency, processes) if c > 0]
+    else:
+        assert rate is not None
+        shares = [
+            {"rate": rate / processes, "pacer_offset_s": k / rate if arrivals == "constant" else 0.0}
+            for k in range(processes)
+        ]
+    if requests is not None:
+        for share, count in zip(shares, split(requests, len(shares)), strict=True):
+            share["requests"] = count
+        shares = [s for s in shares if s.get("requests", 1) > 0]
+    start_at = time.time() + START_DELAY_S
+    common = {
+        "duration_s": duration_s,
+        "sample_capacity": sample_capacity,
+        "arrivals": arrivals,
+        "start_at": start_at,
+        **options,
+    }
+    common.setdefault("requests", None)
+    loop = asyncio.get_running_loop()
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, len(shares) - 1), mp_context=context) as pool:
+        futures = [
+            loop.run_in_executor(pool, _child, spec, {**common, **share, "seed": seed + k + 1})
+            for k, share in enumerate(shares[1:])
+        ]
+        own = await run_point_async(spec, **{**common, **shares[0], "seed": seed}, on_progress=on_progress, stop=stop)
+        states = await asyncio.gather(*futures)
+    points = [own, *(point_from_state(state) for state in states)]
+    return merge_points(
+        points,
+        label=label or point_label(concurrency, rate),
+        concurrency=concurrency,
+        rate=rate,
+        sample_capacity=sample_capacity,
+    )

@@ -1,0 +1,181 @@
+"""The engine's bookkeeping driven by hand with a fake clock and a fake transport: exact, no network, no sleeps."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+
+from infradoctor.load.engine import PointResult, _PointRun
+from infradoctor.load.histogram import Histogram
+from infradoctor.load.spec import RequestSpec
+
+OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nServer-Timing: app;dur=200\r\n\r\nok"
+BUSY = b"HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n"
+
+
+class FakeClock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeTransport:
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+        self.aborted = False
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+
+    def abort(self) -> None:
+        self.aborted = True
+
+    def close(self) -> None:
+        self.aborted = True
+
+
+@pytest.fixture
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+def make_run(
+    loop: asyncio.AbstractEventLoop, clock: FakeClock, *, rate: float | None = None, pure_python: bool = False
+) -> _PointRun:
+    result = PointResult(
+        label="t",
+        mode="open" if rate else "closed",
+        concurrency=None if rate else 1,
+        rate=rate,
+        arrivals="constant" if rate else None,
+        timeout_s=1.0,
+        latency_from_send=Histogram() if rate else None,
+        pacer_lag=Histogram() if rate else None,
+    )
+    run = _PointRun(
+        RequestSpec("http://127.0.0.1:9/x"),
+        result,
+        duration_s=2.0,
+        max_requests=None,
+        connect_timeout_s=1.0,
+        max_connections=4,
+        seed=0,
+        sample_capacity=100,
+        on_request=None,
+        on_progress=None,
+        stop=None,
+        pure_python=pure_python,
+        progress_interval_s=1.0,
+        clock=clock,
+    )
+    run.loop = loop
+    run.done = loop.create_future()
+    run.t0 = clock.now
+    run.t_end_window = clock.now + 2.0
+    return run
+
+
+@pytest.mark.parametrize("pure_python", [False, True])
+def test_closed_loop_latencies_windows_and_timeout_are_exact(
+    loop: asyncio.AbstractEventLoop, pure_python: bool
+) -> None:
+    clock = FakeClock(100.0)
+    run = make_run(loop, clock, pure_python=pure_python)
+    conn = run.conn_class(run, 0)
+    transport = FakeTransport()
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    run.conns.add(conn)
+    run._issue(0, conn)
+    clock.now = 100.25
+    conn.data_received(OK)  # 250 ms; the worker sends its next request at once
+    clock.now = 101.5
+    conn.data_received(BUSY)  # 1250 ms, a 503
+    clock.now = 103.0  # the third request has waited 1.5 s > the 1 s timeout
+    run._housekeeping()
+    res = run.result
+    assert len(transport.written) == 3 and transport.aborted
+    assert res.errors == {"http_503": 1, "read_timeout": 1}
+    assert res.status_counts == {200: 1, 503: 1}
+    assert (res.completed, res.ok, res.completed_in_window, res.ok_in_window) == (3, 1, 2, 1)
+    # read timeouts are kept at exactly the timeout
+    assert (res.latency.min_us, res.latency.max_us) == (250_000, 1_250_000)
+    assert res.latency.percentiles_us([50.0])[0] == pytest.approx(1_000_000, rel=0.001)
+    assert res.first_latencies_ms == [250.0, 1250.0, 1000.0]
+    assert res.windows == [
+        [1.0, 0.0, 250_000.0, 250_000.0],
+        [1.0, 1.0, 1_250_000.0, 1_250_000.0],
+        [1.0, 1.0, 1_000_000.0, 1_000_000.0],
+    ]
+    assert res.ok_max_us == 250_000
+    assert res.stages["app"].count == 1 and res.network is not None
+    assert res.network.percentiles_us([50.0])[0] == pytest.approx(50_000, rel=0.001)  # 250 ms - 200 ms server
+    assert run.stopping  # the 2 s window is over
+
+
+def test_open_loop_counts_from_the_intended_time(loop: asyncio.AbstractEventLoop) -> None:
+    clock = FakeClock(50.0)
+    run = make_run(loop, clock, rate=10.0)
+    conn = run.conn_class(run, -1)
+    transport = FakeTransport()
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    run.conns.add(conn)
+    run.idle.append(conn)
+    clock.now = 50.31  # the pacer wakes late: 0.0, 0.1, 0.2 and 0.3 are due
+    run._pacer_tick()
+    assert len(transport.written) == 1 and len(run.pending) == 3
+    assert run.result.pacer_lag is not None and run.result.pacer_lag.max_us == 310_000
+    clock.now = 50.35
+    conn.data_received(OK)  # first request: intended 50.0, sent 50.3
+    res = run.result
+    assert res.latency.max_us == 350_000  # from the intended time (50.0)
+    assert res.latency_from_send is not None and res.latency_from_send.max_us == 40_000  # from the write (50.31)
+    assert len(transport.written) == 2  # the freed connection took the oldest waiting request
+    run._begin_stop()  # requests still waiting for a connection count as unsent, with their wait so far
+    assert res.unsent == 2 and res.latency.count == 3
+    tasks = list(run.tasks)  # connects the dispatch started for the waiting requests
+    for task in tasks:
+        task.cancel()
+    loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+
+
+def test_open_loop_throughput_is_not_biased_by_latency() -> None:
+    # 10 requests at 5/s in a 2 s point, each taking 310 ms: 9 complete inside the window, at 0.31 ... 1.91 s
+    point = PointResult(
+        label="r=5",
+        mode="open",
+        concurrency=None,
+        rate=5.0,
+        arrivals="constant",
+        timeout_s=5,
+        duration_s=2.0,
+        completed=10,
+        ok=10,
+        completed_in_window=9,
+        ok_in_window=9,
+        first_completion_s=0.31,
+        last_window_completion_s=1.91,
+    )
+    assert point.throughput_rps == pytest.approx(5.0)
+    assert point.goodput_rps == pytest.approx(5.0)
+    closed = PointResult(
+        label="c=1",
+        mode="closed",
+        concurrency=1,
+        rate=None,
+        arrivals=None,
+        timeout_s=5,
+        duration_s=2.0,
+        completed=10,
+        ok=10,
+        completed_in_window=9,
+        ok_in_window=6,
+        first_completion_s=0.31,
+        last_window_completion_s=1.91,
+    )
+    assert closed.throughput_rps == pytest.approx(4.5) and closed.goodput_rps == pytest.approx(3.0)
