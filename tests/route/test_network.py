@@ -72,3 +72,22 @@ def test_health_and_counter_against_a_real_backend(tmp_path: Path) -> None:
 def test_bandwidth_without_an_iperf3_server_is_a_value_not_a_crash() -> None:
     result = measure_bandwidth("127.0.0.1", port=free_port())
     assert result.mbits_per_s is None and result.reason
+
+
+@pytest.mark.integration
+def test_bandwidth_against_a_real_iperf3_server() -> None:
+    import subprocess
+
+    from infradoctor.procs import port_open, stop_process, wait_until
+    from tests.support.servers import require_binary
+
+    binary = require_binary("iperf3")
+    port = free_port()
+    server = subprocess.Popen([binary, "-s", "-p", str(port), "-B", "127.0.0.1"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_until(lambda: port_open("127.0.0.1", port), timeout=10, alive=lambda: server.poll() is None)
+        result = measure_bandwidth("127.0.0.1", port=port, seconds=1)
+    finally:
+        stop_process(server, grace_s=2)
+    assert result.reason is None and result.mbits_per_s is not None and result.mbits_per_s > 10
