@@ -136,28 +136,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=4.0, help="total measurement time per method")
     parser.add_argument("--slope", type=float, default=3.0, help="backend drift in ms per second")
     parser.add_argument("--connections", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=3, help="control+drift pairs per method")
     args = parser.parse_args(argv)
     if shutil.which("wrk") is None or (shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists()):
         print("skipped: needs wrk and nginx")
         return 0
-    estimates: dict[str, dict[str, float]] = {}
+    errors: dict[str, list[float]] = {"infradoctor": [], "wrk": []}
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
-        for label, slope in (("control", 0.0), ("drift", args.slope)):
-            with _fresh(tmp, label, slope) as stack:
-                value, low, high = infradoctor_added_ms(stack, args.seconds, args.connections, tmp)
-            with _fresh(tmp, label + "_wrk", slope) as stack:
-                routed = wrk_p50_ms(stack.router, args.seconds / 2, args.connections)
-                direct = wrk_p50_ms(stack.direct, args.seconds / 2, args.connections)
-            estimates[label] = {"infradoctor": value, "wrk": routed - direct}
-            print(f"{label:8} infradoctor added p50 {value:7.2f} ms [95% CI {low:.2f}, {high:.2f}]   "
-                  f"wrk router-then-direct p50 difference {routed - direct:7.2f} ms "
-                  f"(router {routed:.2f}, direct {direct:.2f})")
-    err_id = abs(estimates["drift"]["infradoctor"] - estimates["control"]["infradoctor"])
-    err_wrk = abs(estimates["drift"]["wrk"] - estimates["control"]["wrk"])
-    print(f"drift error: infradoctor {err_id:.2f} ms, wrk sequential {err_wrk:.2f} ms")
+        for repeat in range(args.repeats):
+            estimates: dict[str, dict[str, float]] = {}
+            for label, slope in (("control", 0.0), ("drift", args.slope)):
+                with _fresh(tmp, label, slope) as stack:
+                    value, low, high = infradoctor_added_ms(stack, args.seconds, args.connections, tmp)
+                with _fresh(tmp, label + "_wrk", slope) as stack:
+                    routed = wrk_p50_ms(stack.router, args.seconds / 2, args.connections)
+                    direct = wrk_p50_ms(stack.direct, args.seconds / 2, args.connections)
+                estimates[label] = {"infradoctor": value, "wrk": routed - direct}
+                print(f"#{repeat + 1} {label:8} infradoctor added p50 {value:6.2f} ms [95% CI {low:.2f}, {high:.2f}]"
+                      f"   wrk router-then-direct p50 difference {routed - direct:6.2f} ms "
+                      f"(router {routed:.2f}, direct {direct:.2f})")
+            for method in errors:
+                errors[method].append(abs(estimates["drift"][method] - estimates["control"][method]))
+    mean_id = sum(errors["infradoctor"]) / len(errors["infradoctor"])
+    mean_wrk = sum(errors["wrk"]) / len(errors["wrk"])
+    print(f"mean drift error over {args.repeats} repeats: infradoctor {mean_id:.2f} ms, wrk sequential {mean_wrk:.2f} ms")
     # errors below 0.1 ms are within either method's resolution on a shared host
-    print(f"ratio wrk_error/infradoctor_error {max(err_wrk, 0.1) / max(err_id, 0.1):.1f}x")
+    print(f"ratio wrk_error/infradoctor_error {max(mean_wrk, 0.1) / max(mean_id, 0.1):.1f}x")
     return 0
 
 

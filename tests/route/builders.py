@@ -28,6 +28,7 @@ class BackendSpec:
     cold_ms: float = 0.0
     cold_requests: int = 0
     weight: float = 1.0
+    router_extra_ms: float = 0.0
 
 
 @dataclass
@@ -78,7 +79,7 @@ def samples(sc: Scenario) -> ProbeRun:
                 lat += lat2
                 served.append(other)
                 attempts = 2
-            total = lat + sc.router_ms
+            total = lat + sc.router_ms + backend.router_extra_ms
             status: int | None = 200 if err is None else int(err.split("_")[1])
             if sc.router_timeout_ms is not None and total > sc.router_timeout_ms:
                 total, status, err = sc.router_timeout_ms + rng.uniform(0, 2), 504, "http_504"

@@ -134,3 +134,14 @@ def test_cold_start_compares_each_path_with_its_own_steady_state() -> None:
     rest += [s(5.0, kind=DIRECT, path=B1, t=20 + i) for i in range(15)]
     cold = cold_start(first + rest)
     assert cold is not None and cold.first_p50_ms == pytest.approx(5.0) and cold.steady_p50_ms == 5.0
+
+
+def test_retried_requests_are_left_out_of_the_attribution() -> None:
+    direct = tuple(s(5.0, kind=DIRECT, path=B1) for _ in range(30))
+    first_try = tuple(s(5.5, served_by="10.0.0.1:8000", attempts=1) for _ in range(30))
+    retried = tuple(s(50.0, served_by="10.0.0.2:8000, 10.0.0.1:8000", attempts=2) for _ in range(30))
+    run = ProbeRun(samples=direct + first_try + retried, header="x-upstream-addr")
+    targets = [BackendTarget(B1, frozenset({"10.0.0.1:8000"})), BackendTarget(B2, frozenset({"10.0.0.2:8000"}))]
+    ev = analyze(run, router_url="http://lb/", targets=targets)
+    assert ev.attribution.routed_n == 30 and ev.attribution.added_p50.value == pytest.approx(0.5)
+    assert ev.router.requests == 60  # the path itself still counts every request

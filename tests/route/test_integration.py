@@ -100,6 +100,7 @@ def test_nginx_next_upstream_retries_amplify_load(cli, tmp_path, result_validato
     r005 = finding(result, "R005")
     assert r005["evidence"]["source"] == "upstream-list"
     assert 1.1 < r005["evidence"]["amplification"] < 1.5  # half of the requests sent to b1 were retried on b0
+    assert "R001" not in codes(result), [f for f in result["findings"] if f["code"] == "R001"]  # retries are not overhead
     counters = [b["counter_delta"] for b in result["metrics"]["backends"]]
     routed_attempts = sum(counters) - sum(p["requests"] for p in result["metrics"]["paths"][1:])
     assert routed_attempts == r005["evidence"]["backend_attempts"]  # the counters agree with the header
@@ -188,6 +189,19 @@ def test_router_timeout_shorter_than_backend_latency(cli, tmp_path, result_valid
     assert r008["evidence"]["timeout_below_backend_p99"] is True
     assert r008["evidence"]["backend_p99_ms"] >= 490
     assert result["metrics"]["timeouts"]["statuses"] == {"http_504": r008["evidence"]["clustered_errors"]}
+
+
+def test_nginx_retrying_timeouts_on_the_next_upstream(cli, tmp_path, result_validator) -> None:
+    # nginx's default proxy_next_upstream retries a timed-out attempt on the next backend: 504 after 2 x 250 ms
+    with backends(tmp_path, [{"latency_ms": 500}, {"latency_ms": 500}]) as bs:
+        conf = nginx_config(bs, read_timeout_s=0.25, max_fails=0, next_upstream="error timeout")
+        with nginx(conf, tmp_path) as r:
+            result = route(cli, tmp_path, r.url + "/predict", urls(bs), "--duration", "1.5",
+                           validator=result_validator)
+    r008 = finding(result, "R008")
+    assert r008["evidence"]["attempts"] == 2
+    assert 240 < r008["evidence"]["inferred_timeout_ms"] < 400 and r008["evidence"]["total_ms"] > 480
+    assert "per attempt" in r008["title"]
 
 
 def test_retries_to_a_second_backend_with_envoy_headers_and_counters(cli, tmp_path, result_validator) -> None:

@@ -72,3 +72,33 @@ def test_health_and_counter_against_a_real_backend(tmp_path: Path) -> None:
 def test_bandwidth_without_an_iperf3_server_is_a_value_not_a_crash() -> None:
     result = measure_bandwidth("127.0.0.1", port=free_port())
     assert result.mbits_per_s is None and result.reason
+
+
+@pytest.mark.integration
+def test_bandwidth_against_a_real_iperf3_server() -> None:
+    import os
+    import select
+    import subprocess
+    import time
+
+    from infradoctor.procs import stop_process
+    from tests.support.servers import require_binary
+
+    binary = require_binary("iperf3")
+    port = free_port()
+    server = subprocess.Popen([binary, "-s", "-p", str(port), "-B", "127.0.0.1", "--forceflush"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        # wait for its banner, not with a probe connection (the server would take that as a test)
+        assert server.stdout is not None
+        banner = b""
+        deadline = time.monotonic() + 10
+        while b"listening" not in banner.lower() and time.monotonic() < deadline:
+            ready, _, _ = select.select([server.stdout], [], [], 0.2)
+            if ready:
+                banner += os.read(server.stdout.fileno(), 4096)
+        assert b"listening" in banner.lower(), banner
+        result = measure_bandwidth("127.0.0.1", port=port, seconds=1)
+    finally:
+        stop_process(server, grace_s=2)
+    assert result.reason is None and result.mbits_per_s is not None and result.mbits_per_s > 10

@@ -210,3 +210,11 @@ def test_r001_tail_only_when_the_whole_interval_clears_the_threshold() -> None:
     assert f.severity.value == "medium" and "p99" in f.title
     noisy = replace(ev, attribution=replace(att, added_p99=Estimate(40.0, 2.0, 60.0)))
     assert by_code(noisy, "R001") == []
+
+
+def test_r001_names_one_backend_whose_routed_path_is_slow() -> None:
+    specs = [BackendSpec(B1), BackendSpec(B2), BackendSpec(B3, router_extra_ms=6.0)]
+    ev = evidence(Scenario(specs, requests_per_path=300))
+    (f,) = by_code(ev, "R001")
+    assert f.evidence["backend"] == B3 and f.severity.value == "medium" and B3 in f.title
+    assert f.evidence["added_p50_ms"]["ci_low"] > 3.0

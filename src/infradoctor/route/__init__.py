@@ -12,12 +12,15 @@ rules (:mod:`infradoctor.route.rules`) turn the evidence into findings.
   ``{value, ci_low, ci_high}`` (successful requests, 95% order-statistic CI), ``mean_ms``, ``max_ms``.
 - ``attribution``: ``routed_p50_ms``, ``direct_p50_ms``, ``routed_p99_ms``, ``direct_p99_ms``, ``added_p50_ms`` and
   ``added_p99_ms`` as ``{value, ci_low, ci_high}`` (routed minus direct, 95% bootstrap CI), ``added_fraction_p50``,
-  ``p_value`` (one-sided Mann-Whitney), ``per_backend`` (added p50 per identified backend).
+  ``p_value`` (one-sided Mann-Whitney), ``per_backend`` (added p50 per identified backend); routed requests the
+  router retried are left out of the comparison.
 - ``backends``: per ``--backend``: ``url``, ``address``, ``share``, ``expected_share``, ``served``,
-  ``routed_errors``, ``routed_p50_ms``, ``direct`` (as in ``paths``), ``health``, ``counter_delta``, ``cold``.
+  ``routed_errors``, ``failed_attempts`` (routed attempts on it the router retried elsewhere), ``routed_p50_ms``,
+  ``direct`` (as in ``paths``), ``health``, ``counter_delta``, ``cold``.
 - ``distribution``: ``header``, ``attributed``, ``unattributed``, ``counts``, ``expected_shares``,
   ``weights_source``, ``chi_square``, ``df``, ``p_value``, ``max_deviation``, ``unknown_addresses``.
-- ``timeouts``: the inferred router timeout (``timeout_ms``, ``count``, ``statuses``, ``backend_p99_ms``) or null.
+- ``timeouts``: routed errors clustered at one duration (``timeout_ms``, ``attempts``, ``per_attempt_ms``,
+  ``count``, ``statuses``, ``spread_ms``, ``backend_p99_ms``), or null.
 - ``retries``: ``source``, ``client_requests``, ``backend_attempts``, ``extra_attempts``, ``amplification`` or null.
 - ``network``: ``connect`` (per endpoint: ``attempts``, ``failures``, ``p50_ms``, ``p99_ms``, ``keep_alive``,
   ``requests_per_connection``) and ``bandwidth`` (iperf3 per host, or the reason it was not measured).

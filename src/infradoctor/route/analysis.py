@@ -184,13 +184,18 @@ def attribution(
     *,
     seed: int = 0,
 ) -> Attribution:
-    """Router-added latency at p50 and p99 (pooled and per backend), with bootstrap CIs and a Mann-Whitney test."""
-    routed_ok = [s.latency_ms for s in routed if s.ok]
+    """Router-added latency at p50 and p99 (pooled and per backend), with bootstrap CIs and a Mann-Whitney test.
+
+    Routed requests the router retried (more than one upstream attempt) are left out: their time includes the
+    failed attempt, which is the retry's cost (R005), not the router's per-request overhead.
+    """
+    first_try = [i for i, s in enumerate(routed) if s.ok and (s.attempts is None or s.attempts <= 1)]
+    routed_ok = [routed[i].latency_ms for i in first_try]
     direct_ok = [s.latency_ms for s in direct if s.ok]
     sorted_routed, sorted_direct = sorted(routed_ok), sorted(direct_ok)
     per_backend: list[BackendAttribution] = []
     for index, target in enumerate(targets):
-        mine_routed = [s.latency_ms for i, s in enumerate(routed) if s.ok and served.get(i) == target.url]
+        mine_routed = [routed[i].latency_ms for i in first_try if served.get(i) == target.url]
         mine_direct = [s.latency_ms for s in direct if s.ok and s.path == target.url]
         if mine_routed and mine_direct:
             mine_added = quantile_difference(
@@ -279,6 +284,7 @@ def find_timeout_cluster(
         spread_ms=spread,
         backend_p99_ms=backend_p99_ms,
         backend_p50_ms=backend_p50_ms,
+        attempts=int(statistics.median(s.attempts or 1 for s in cluster)),
     )
 
 

@@ -132,7 +132,7 @@ class Attribution:
     """How much latency the router adds: routed minus direct, at the median and the tail."""
 
     routed_n: int
-    """Successful routed requests compared."""
+    """Successful routed requests compared (requests the router retried are left out)."""
     direct_n: int
     """Successful direct requests compared (all backends pooled)."""
     routed_p50_ms: float | None
@@ -353,11 +353,20 @@ class TimeoutCluster:
     """Slowest backend's direct p99 (ms), for comparison."""
     backend_p50_ms: float | None
     """Slowest backend's direct p50 (ms)."""
+    attempts: int = 1
+    """Upstream attempts per clustered error (median; >1 when the router retried after each timeout)."""
+
+    @property
+    def per_attempt_ms(self) -> float:
+        """The timeout of one upstream attempt: the cluster's duration over the attempts it spans."""
+        return self.timeout_ms / max(1, self.attempts)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (``metrics.timeouts``)."""
         return {
             "timeout_ms": _r(self.timeout_ms),
+            "attempts": self.attempts,
+            "per_attempt_ms": _r(self.per_attempt_ms),
             "count": self.count,
             "routed_errors": self.routed_errors,
             "statuses": dict(self.statuses),

@@ -129,9 +129,11 @@ def sections(result: Result) -> list[Section]:
     lines = []
     timeouts = metrics.get("timeouts")
     if timeouts:
+        attempts = timeouts.get("attempts") or 1
+        per_attempt = f", {format_value(timeouts.get('per_attempt_ms'))} ms per attempt" if attempts > 1 else ""
         lines.append(
             f"{timeouts.get('count')} routed errors end at {format_value(timeouts.get('timeout_ms'))} ms "
-            f"(inferred timeout); slowest backend p99 {format_value(timeouts.get('backend_p99_ms'))} ms."
+            f"(inferred timeout{per_attempt}); slowest backend p99 {format_value(timeouts.get('backend_p99_ms'))} ms."
         )
     retries = metrics.get("retries")
     if retries:

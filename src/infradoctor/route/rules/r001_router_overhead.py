@@ -15,6 +15,10 @@ How it is measured:
     ``MIN_ADDED_MS`` and ``MIN_ADDED_FRACTION`` of the direct median; at p99 when the interval's lower end itself
     is at least ``TAIL_MIN_ADDED_MS`` and ``TAIL_MIN_FRACTION`` of the direct p99 (the tail is decided by a few
     samples), with ``TAIL_MIN_SAMPLES`` routed requests. Each side needs ``MIN_SAMPLES`` successful requests.
+    When the pooled comparison shows nothing, the same test runs per backend (routed requests it served against
+    direct ones to it), which finds a slow hop from the router to one node. The difference includes the extra
+    network hop through the router; run the probe from a host on the same
+    network as the router and the backends (the TCP connect times in ``metrics.network`` show each hop's cost).
 
 Fix:
     Scale the router (more workers/replicas, CPU), enable upstream keep-alive and connection pooling (nginx
@@ -69,7 +73,7 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
         and tail.low >= max(TAIL_MIN_ADDED_MS, TAIL_MIN_FRACTION * direct_p99)
     )
     if not (median_hit or tail_hit):
-        return []
+        return _per_backend(evidence)
     evidence_out = {
         "router": evidence.router_url,
         "added_p50_ms": median.to_dict(),
@@ -82,6 +86,7 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
         "p_value": att.p_value,
         "routed_n": att.routed_n,
         "direct_n": att.direct_n,
+        "per_backend_added_p50_ms": {b.backend: b.added_p50.value for b in att.per_backend},
     }
     if median_hit:
         assert median.value is not None and median.low is not None and median.high is not None
@@ -102,3 +107,35 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
             CODE, title, evidence_out, severity=severity, impact=max(0.0, min(1.0, att.added_fraction_p50 or 0.0))
         )
     ]
+
+
+def _per_backend(evidence: RouteEvidence) -> list[Finding]:
+    """R001 for one backend's routed path when the pooled comparison hides it (e.g. a slow router-to-node hop)."""
+    findings: list[Finding] = []
+    for entry in evidence.attribution.per_backend:
+        backend = evidence.backend(entry.backend)
+        added = entry.added_p50
+        direct_p50 = backend.direct.p50.value if backend is not None else None
+        if entry.routed_n < MIN_SAMPLES or entry.direct_n < MIN_SAMPLES or direct_p50 is None:
+            continue
+        if added.value is None or added.low is None or added.high is None or not added.excludes_zero_above:
+            continue
+        if added.value < max(MIN_ADDED_MS, MIN_ADDED_FRACTION * direct_p50):
+            continue
+        findings.append(
+            make_finding(
+                CODE,
+                f"Through the router, requests to {entry.backend} take {added.value:.1f} ms longer at p50 "
+                f"(95% CI {added.low:.1f}-{added.high:.1f}) than sent to it directly",
+                {
+                    "router": evidence.router_url,
+                    "backend": entry.backend,
+                    "added_p50_ms": added.to_dict(),
+                    "direct_p50_ms": direct_p50,
+                    "routed_n": entry.routed_n,
+                    "direct_n": entry.direct_n,
+                },
+                severity=Severity.MEDIUM,
+            )
+        )
+    return findings

@@ -14,8 +14,9 @@ How it is measured:
     Durations of timeout-class routed errors (``http_504``, ``http_408``, ``read_timeout``) are sorted and the
     largest group within a window of +/-5% (at least 15 ms) is taken. It counts when it holds at least
     ``TIMEOUT_MIN_ERRORS`` errors and half of the timeout-class errors, at ``TIMEOUT_MIN_MS`` or more
-    (``route/analysis.py``). Its median is the inferred timeout; it is compared with the slowest backend's
-    direct p99. A cluster made of the client's own read timeouts is reported as S007 instead.
+    (``route/analysis.py``). Its median, divided by the upstream attempts each of those requests made (nginx
+    retries a timed-out attempt on the next upstream by default), is the inferred timeout; it is compared with the
+    slowest backend's direct p99. A cluster made of the client's own read timeouts is reported as S007 instead.
 
 Fix:
     Raise the router's timeout above the backends' p99 at the expected load (nginx ``proxy_read_timeout``,
@@ -38,17 +39,23 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
     if cluster is None or set(cluster.statuses) == {"read_timeout"}:
         return []
     p99 = cluster.backend_p99_ms
-    title = f"The router times out at about {cluster.timeout_ms / 1000:.2f} s ({cluster.count} errors)"
+    timeout = cluster.per_attempt_ms
+    title = f"The router times out at about {timeout / 1000:.2f} s"
+    if cluster.attempts > 1:
+        title += f" per attempt ({cluster.attempts} attempts, {cluster.timeout_ms / 1000:.2f} s in all)"
+    title += f" ({cluster.count} errors)"
     if p99 is not None:
-        relation = "above" if p99 >= cluster.timeout_ms else "below"
+        relation = "above" if p99 >= timeout else "below"
         title += f"; backends' direct p99 is {p99 / 1000:.2f} s, {relation} it"
-    below_tail = p99 is not None and p99 >= 0.9 * cluster.timeout_ms
+    below_tail = p99 is not None and p99 >= 0.9 * timeout
     return [
         make_finding(
             CODE,
             title,
             {
-                "inferred_timeout_ms": round(cluster.timeout_ms, 3),
+                "inferred_timeout_ms": round(timeout, 3),
+                "attempts": cluster.attempts,
+                "total_ms": round(cluster.timeout_ms, 3),
                 "clustered_errors": cluster.count,
                 "routed_errors": cluster.routed_errors,
                 "error_classes": dict(cluster.statuses),
