@@ -179,6 +179,13 @@ def analyze(evidence: ProfileEvidence) -> ProfileAnalysis:
     )
 
 
+def shell_exit_code(status: int | None) -> int | None:
+    """A process status as a shell shows it: 128+N when killed by signal N."""
+    if status is None:
+        return None
+    return 128 + (-status) if status < 0 else status
+
+
 def subsample(values: Sequence[float], limit: int = MAX_DISTRIBUTION) -> list[float]:
     """At most ``limit`` values, evenly strided (deterministic)."""
     if len(values) <= limit:
@@ -340,7 +347,8 @@ def build_metrics(analysis: ProfileAnalysis) -> dict[str, Any]:
         headline["gpu_util_mean"] = system["gpu_util_mean"]
     return {
         "workload": {
-            "exit_status": ev.exit_status,
+            "exit_status": shell_exit_code(ev.exit_status),
+            "signal": -ev.exit_status if ev.exit_status is not None and ev.exit_status < 0 else None,
             "stop_reason": ev.stop_reason,
             "duration_s": round(ev.duration_s, 3),
             "instrumented": ev.instrumented,
