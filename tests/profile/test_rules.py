@@ -122,7 +122,7 @@ def test_p008_cold_start() -> None:
     assert only("P008", evidence(steps=steps(100, first=0.03, forward_s=0.008))) is None
 
 
-# Recorded from an A100 run (torch 2.4, CUDA 12.4): precision settings, NVML utilisation and H2D counters.
+# What an A100 (compute capability 8.0) reports for the precision settings; hand-built, not recorded here.
 A100_PRECISION = {"float32_matmul_precision": "highest", "allow_tf32": False, "bf16_supported": True,
                   "capability": [8, 0], "device_name": "NVIDIA A100-SXM4-80GB"}
 

@@ -279,6 +279,7 @@ def build_metrics(analysis: ProfileAnalysis) -> dict[str, Any]:
             "params": m.params,
             "device": m.device,
             "dtype": m.dtype,
+            "input_dtypes": dict(m.input_dtypes),
             "calls": m.calls,
             "time_ms": _ms(m.time_s),
             "batch_size": m.median_batch(),

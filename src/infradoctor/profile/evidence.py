@@ -144,6 +144,8 @@ class ModuleUse:
     """Outputs sampled for survival."""
     retained_alive: int = 0
     """Sampled outputs still alive at the end (kept by the program)."""
+    input_dtypes: Mapping[str, int] = field(default_factory=dict)
+    """Dtype of the first tensor input of the first calls -> count."""
 
     @classmethod
     def from_state(cls, row: Mapping[str, Any]) -> ModuleUse:
@@ -154,6 +156,7 @@ class ModuleUse:
         data["mode_layers"] = tuple(data.get("mode_layers") or ())
         data["sites"] = tuple(data.get("sites") or ())
         data["batch_sizes"] = dict(data.get("batch_sizes") or {})
+        data["input_dtypes"] = dict(data.get("input_dtypes") or {})
         return _build(cls, data)
 
     def median_batch(self) -> int:

@@ -128,7 +128,7 @@ class _ModuleStats:
     __slots__ = (
         "key", "cls", "params", "trainable", "mode_layers", "device", "dtype", "calls", "time", "grad_calls",
         "unused_grad", "pending_grad", "train_calls", "train_inference_calls", "batches", "sites", "autocast_calls",
-        "gpu_time", "retained_sampled", "retained_freed", "ref",
+        "gpu_time", "retained_sampled", "retained_freed", "ref", "input_dtypes",
     )
 
     def __init__(self, key: int, module: Any) -> None:
@@ -164,6 +164,7 @@ class _ModuleStats:
         self.gpu_time = 0.0
         self.retained_sampled = 0
         self.retained_freed = 0
+        self.input_dtypes: dict[str, int] = {}
         self.ref = weakref.ref(module)
 
     def to_json(self) -> dict[str, Any]:
@@ -187,6 +188,7 @@ class _ModuleStats:
             "gpu_time_s": self.gpu_time,
             "retained_sampled": self.retained_sampled,
             "retained_alive": self.retained_sampled - self.retained_freed,
+            "input_dtypes": dict(self.input_dtypes),
         }
 
 
@@ -444,6 +446,11 @@ class Recorder:
             stats.autocast_calls += 1
         batch = _batch_size(args[0] if args else next(iter(kwargs.values()), None))
         stats.batches[batch] = stats.batches.get(batch, 0) + 1
+        if stats.calls <= SITE_RESOLVE_CALLS:
+            first = _first_tensor(args[0] if args else next(iter(kwargs.values()), None))
+            if first is not None:
+                dtype = str(first.dtype).replace("torch.", "")
+                stats.input_dtypes[dtype] = stats.input_dtypes.get(dtype, 0) + 1
         if stats.calls <= SITE_RESOLVE_CALLS and frame is not None:
             user = self.user_frame(frame)
             if user is not None:
