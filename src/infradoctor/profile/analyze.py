@@ -219,8 +219,10 @@ def build_metrics(analysis: ProfileAnalysis) -> dict[str, Any]:
     batch = main.median_batch() if main else None
     loader_batches = [d.batch_size for d in ev.dataloaders if d.batch_size]
     first_ms = 1000.0 * analysis.steps[0].duration_s if analysis.steps else None
+    count = analysis.steps[-1].index + 1 if analysis.steps else 0  # steps may have been thinned out
     steps = {
-        "count": len(analysis.steps),
+        "count": count,
+        "kept": len(analysis.steps),
         "warmup": len(analysis.warmup),
         "steady": n_steady,
         "boundary": ev.step_mode,
@@ -341,7 +343,7 @@ def build_metrics(analysis: ProfileAnalysis) -> dict[str, Any]:
         "step_time_ms_p90": steps["step_time_ms"]["p90"],  # type: ignore[index]
         "data_wait_fraction": fractions["data_wait"],
         "peak_rss_mb": memory["peak_rss_mb"],
-        "steps": len(analysis.steps),
+        "steps": count,
     }
     if ev.cuda:
         headline["cuda_peak_mb"] = memory["cuda_peak_mb"]

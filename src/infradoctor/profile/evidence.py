@@ -1,8 +1,9 @@
 """What a profiled run leaves behind, as frozen dataclasses: read from the events folder or from recorded JSON.
 
-The child writes ``<pid>.steps.jsonl``, ``<pid>.state.json`` and ``<pid>.worker.json`` (see ``instrument``);
-:func:`read_events` turns them into a :class:`ProfileEvidence`. ``ProfileEvidence.to_dict``/``from_dict`` round-trip,
-so rules are tested on recorded evidence exactly as on live runs.
+The child writes ``<pid>.steps.jsonl`` (a JSON array of steps per line), ``<pid>.state.json`` and
+``<pid>.worker.json`` (see ``instrument``); :func:`read_events` turns them into a :class:`ProfileEvidence`.
+``ProfileEvidence.to_dict``/``from_dict`` round-trip, so rules are tested on recorded evidence exactly as on live
+runs.
 """
 
 from __future__ import annotations
@@ -404,14 +405,29 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return None
 
 
-def _read_steps(path: Path) -> list[StepRecord]:
+MAX_STEPS_KEPT = 100_000
+"""Steps kept in memory: beyond this, every other step is dropped (repeatedly), so shares stay representative."""
+
+
+def _read_steps(path: Path, limit: int = MAX_STEPS_KEPT) -> list[StepRecord]:
     steps: list[StepRecord] = []
+    stride = 1
+    seen = -1
     with contextlib.suppress(OSError), path.open(encoding="utf-8") as fh:
         for line in fh:
             try:
-                steps.append(StepRecord.from_event(json.loads(line)))
+                rows = json.loads(line)
+                chunk = [StepRecord.from_event(row) for row in (rows if isinstance(rows, list) else [rows])]
             except (ValueError, KeyError, TypeError):
                 continue  # a line cut by a kill
+            for step in chunk:
+                seen += 1
+                if seen % stride:
+                    continue
+                steps.append(step)
+                if len(steps) >= limit:
+                    steps = steps[::2]
+                    stride *= 2
     return steps
 
 

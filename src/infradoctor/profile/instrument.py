@@ -14,7 +14,7 @@ Mechanisms (chosen from measured overheads, see the profile README section):
 - per-step memory (``/proc/self/statm`` and glibc ``mallinfo2``, at most 10 reads/s; CUDA allocator stats on GPU);
 - sampled survival of top-level forward outputs (weakref finalizers, a bounded budget) for the leak site.
 
-Evidence goes to files in the events folder: ``<pid>.steps.jsonl`` (one line per step, appended) and
+Evidence goes to files in the events folder: ``<pid>.steps.jsonl`` (one JSON array of steps per flush) and
 ``<pid>.state.json`` (aggregates, atomically replaced about once a second and at exit), ``<pid>.worker.json`` from
 DataLoader workers. A failure inside the instrumentation is reported once on stderr and never breaks the workload.
 """
@@ -58,6 +58,8 @@ WORKER_FLUSH_INTERVAL_S = 0.5
 _MODE_RANK = {None: 0, "forward": 1, "dataloader": 2, "optimizer": 3}
 
 _state_lock = threading.Lock()
+_torch: Any = None
+"""The torch module, once imported by the workload (hot paths avoid an import statement per call)."""
 _recorder: Recorder | None = None
 _local = threading.local()
 
@@ -426,8 +428,7 @@ class Recorder:
 
     def after_forward(self, stats: _ModuleStats, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
                       out: Any, t0: float, t1: float, frame: FrameType | None) -> None:
-        import torch
-
+        torch = _torch
         dt = t1 - t0
         self.forward_calls += 1
         stats.calls += 1
@@ -644,7 +645,7 @@ class Recorder:
             try:
                 if buffer:
                     with open(self.steps_path, "a", encoding="utf-8") as fh:
-                        fh.write("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in buffer))
+                        fh.write(json.dumps(buffer, separators=(",", ":")) + "\n")
                 state = self.snapshot()
                 tmp = f"{self.state_path}.tmp"
                 with open(tmp, "w", encoding="utf-8") as fh:
@@ -694,10 +695,9 @@ def _freed(stats: _ModuleStats) -> None:
 
 def _batch_size(value: Any) -> int:
     """Leading dimension of the first tensor in a call's first argument; 1 for a single unbatched vector."""
-    import torch
-
+    tensor_cls = _torch.Tensor
     for _ in range(3):
-        if isinstance(value, torch.Tensor):
+        if isinstance(value, tensor_cls):
             return int(value.shape[0]) if value.dim() >= 2 else 1
         if isinstance(value, (list, tuple)) and value:
             value = value[0]
@@ -709,10 +709,9 @@ def _batch_size(value: Any) -> int:
 
 
 def _first_tensor(value: Any) -> Any:
-    import torch
-
+    tensor_cls = _torch.Tensor
     for _ in range(3):
-        if isinstance(value, torch.Tensor):
+        if isinstance(value, tensor_cls):
             return value
         if isinstance(value, (list, tuple)) and value:
             value = value[0]
@@ -1168,6 +1167,8 @@ def _patch_h2d(rec: Recorder, torch: Any) -> None:
 
 def on_torch_imported(torch: Any) -> None:
     """Install every torch patch into this process (idempotent)."""
+    global _torch
+    _torch = torch
     rec = _recorder
     if rec is None or rec.torch_imported:
         return
