@@ -68,6 +68,10 @@ def test_pageable_copies_and_fp32_are_found(tmp_path: Path, result_validator) ->
     assert metrics["memory"]["trend"]["source"] == "cuda"
     codes = {f.code for f in result.findings}
     assert "P010" in codes
+    p010 = next(f for f in result.findings if f.code == "P010")
+    copy_line = textwrap.dedent(TRAIN).splitlines().index(
+        next(line for line in textwrap.dedent(TRAIN).splitlines() if 'xb = xb.to("cuda"' in line)) + 1
+    assert p010.location is not None and p010.location.line == copy_line
     if torch.cuda.get_device_capability() >= (8, 0):
         assert "P009" in codes
     assert metrics["steps"]["boundary"] == "optimizer"

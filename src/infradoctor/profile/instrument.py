@@ -283,8 +283,8 @@ class Recorder:
         self.constructions: dict[tuple[str, int], dict[str, Any]] = {}
         self.dataloaders: dict[int, dict[str, Any]] = {}
         self.fetch = {"calls": 0, "items": 0, "time_s": 0.0}
-        self.h2d = {"copies": 0, "bytes": 0, "pageable_copies": 0, "pageable_bytes": 0, "time_s": 0.0,
-                    "non_blocking_copies": 0}
+        self.h2d: dict[str, Any] = {"copies": 0, "bytes": 0, "pageable_copies": 0, "pageable_bytes": 0,
+                                    "time_s": 0.0, "non_blocking_copies": 0, "pageable_sites": {}}
         self.memory = _Memory()
         self.last_mem = -1.0
         self.peak_rss = 0
@@ -597,7 +597,7 @@ class Recorder:
             "constructions": constructions,
             "dataloaders": [dict(v) for v in list(self.dataloaders.values())],
             "fetch": dict(self.fetch),
-            "h2d": dict(self.h2d),
+            "h2d": {**self.h2d, "pageable_sites": dict(self.h2d["pageable_sites"])},
             "memory": {
                 "first_rss": self.first_rss,
                 "first_heap": self.first_heap,
@@ -1152,6 +1152,12 @@ def _patch_h2d(rec: Recorder, torch: Any) -> None:
                     if not self.is_pinned():
                         h2d["pageable_copies"] += 1
                         h2d["pageable_bytes"] += nbytes
+                        frame = rec.user_frame(sys._getframe(1))
+                        if frame is not None:
+                            key = f"{frame.f_code.co_filename}:{frame.f_lineno}"
+                            sites = h2d["pageable_sites"]
+                            if key in sites or len(sites) < 20:
+                                sites[key] = sites.get(key, 0) + 1
                     if kwargs.get("non_blocking"):
                         h2d["non_blocking_copies"] += 1
                     rec.step.h2d += dt
