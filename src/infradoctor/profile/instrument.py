@@ -267,7 +267,8 @@ class Recorder:
         self.cuda = False
         self.mode: str | None = None
         self.main_module: _ModuleStats | None = None
-        self.modules: dict[int, _ModuleStats] = {}
+        self.modules: dict[tuple[str, int], _ModuleStats] = {}
+        self.instances: weakref.WeakKeyDictionary[Any, _ModuleStats] = weakref.WeakKeyDictionary()
         self.backward_calls = 0
         self.backward_time = 0.0
         self.optimizer_steps = 0
@@ -412,14 +413,24 @@ class Recorder:
 
     # ---- top-level forward -----------------------------------------------------------------------------------
     def module_stats(self, module: Any) -> _ModuleStats:
-        key = id(module)
-        stats = self.modules.get(key)
-        if stats is None or stats.ref() is not module:
-            stats = _ModuleStats(key, module)
-            self.modules[key] = stats
+        """Stats shared by every instance of one model (same class and parameter count).
+
+        A model rebuilt per request or per batch stays one entry: the records do not grow with the instances.
+        """
+        stats = self.instances.get(module)
+        if stats is not None:
+            return stats
+        fresh = _ModuleStats(len(self.modules) + 1, module)
+        signature = (type(module).__qualname__, fresh.params)
+        stats = self.modules.get(signature)
+        if stats is None:
+            stats = self.modules[signature] = fresh
             main = self.main_module
             if main is None or stats.params > main.params:
                 self.main_module = stats
+        stats.ref = weakref.ref(module)
+        with contextlib.suppress(TypeError):
+            self.instances[module] = stats
         return stats
 
     def before_forward(self, stats: _ModuleStats, now: float) -> None:
