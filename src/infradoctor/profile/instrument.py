@@ -380,7 +380,7 @@ class Recorder:
                 self.peak_rss = rss
             if heap is not None and heap > self.peak_heap:
                 self.peak_heap = heap
-            if self.cuda:
+            if self.cuda_in_use():
                 try:
                     import torch
 
@@ -622,8 +622,17 @@ class Recorder:
             "errors": list(self.errors.values()),
         }
 
+    def cuda_in_use(self) -> bool:
+        """CUDA is available and the workload has initialised it (we never create a CUDA context ourselves)."""
+        if not self.cuda or _torch is None:
+            return False
+        try:
+            return bool(_torch.cuda.is_initialized())
+        except Exception:  # noqa: BLE001
+            return False
+
     def cuda_peak(self) -> int | None:
-        if not self.cuda:
+        if not self.cuda_in_use():
             return None
         try:
             import torch
@@ -639,7 +648,7 @@ class Recorder:
             import torch
 
             out: dict[str, Any] = {"float32_matmul_precision": torch.get_float32_matmul_precision()}
-            if self.cuda:
+            if self.cuda_in_use():
                 out["allow_tf32"] = bool(torch.backends.cuda.matmul.allow_tf32)
                 out["bf16_supported"] = bool(torch.cuda.is_bf16_supported())
                 out["capability"] = list(torch.cuda.get_device_capability())
@@ -809,7 +818,7 @@ def _patch_autograd(rec: Recorder, torch: Any) -> None:
             if getattr(_local, "in_backward", False):
                 return orig(*args, **kwargs)
             t0 = clock()
-            events = _cuda_event_pair() if rec.cuda else None
+            events = _cuda_event_pair() if rec.cuda_in_use() else None
             _local.in_backward = True
             try:
                 return orig(*args, **kwargs)
@@ -1148,7 +1157,7 @@ def _patch_h2d(rec: Recorder, torch: Any) -> None:
     def make(orig: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(orig)
         def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if self.device.type != "cpu":
+            if self.device.type != "cpu" or rec.is_internal(sys._getframe(1).f_code):
                 return orig(self, *args, **kwargs)
             t0 = clock()
             out = orig(self, *args, **kwargs)
@@ -1163,7 +1172,7 @@ def _patch_h2d(rec: Recorder, torch: Any) -> None:
                     if not self.is_pinned():
                         h2d["pageable_copies"] += 1
                         h2d["pageable_bytes"] += nbytes
-                        frame = rec.user_frame(sys._getframe(1))
+                        frame = sys._getframe(1)
                         if frame is not None:
                             key = f"{frame.f_code.co_filename}:{frame.f_lineno}"
                             sites = h2d["pageable_sites"]
