@@ -154,7 +154,7 @@ def analyze(evidence: ProfileEvidence) -> ProfileAnalysis:
             phase_s[name] += value
     steady_time = sum(s.duration_s for s in steady)
     samples = sum(s.samples for s in steady)
-    cores = max((len(s.cpu_percent) for s in evidence.system), default=0)
+    cores = max((len(s.cpu_percent) for s in evidence.system), default=evidence.cpu_count)
     gpu_util: float | None = None
     if steady:
         window = [s for s in evidence.system if steady[0].start <= s.t <= steady[-1].end + 1.0 and s.gpu_util_percent]

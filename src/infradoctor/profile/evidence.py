@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -366,6 +367,8 @@ class ProfileEvidence:
     """Instrumentation problems: ``{source, message, count}``."""
     started_wall: float | None = None
     """Start, Unix time."""
+    cpu_count: int = 0
+    """Logical CPUs of the machine (0 when unknown)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (for recording evidence)."""
@@ -465,6 +468,7 @@ def read_events(
         "duration_s": duration_s,
         "system": tuple(system),
         "worker_fetch": worker_fetch,
+        "cpu_count": os.cpu_count() or 0,
     }
     if state is None:
         return ProfileEvidence(instrumented=False, torch_imported=False, peak_rss_bytes=peak_rss_bytes, **common)
