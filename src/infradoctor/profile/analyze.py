@@ -322,12 +322,11 @@ def build_metrics(analysis: ProfileAnalysis) -> dict[str, Any]:
             round(statistics.fmean(sample.gpu_util_percent), 1) if sample.gpu_util_percent else None,
         ])
     cpu_means = [statistics.fmean(s.cpu_percent) for s in ev.system if s.cpu_percent]
-    per_core = (
-        [round(statistics.fmean(s.cpu_percent[i] for s in ev.system if len(s.cpu_percent) > i), 1)
-         for i in range(analysis.cores)]
-        if analysis.cores
-        else []
-    )
+    sample_cores = max((len(s.cpu_percent) for s in ev.system), default=0)
+    per_core = [
+        round(statistics.fmean(s.cpu_percent[i] for s in ev.system if len(s.cpu_percent) > i), 1)
+        for i in range(sample_cores)
+    ]
     system = {
         "cores": analysis.cores,
         "cpu_percent_mean": _round(statistics.fmean(cpu_means), 1) if cpu_means else None,
