@@ -98,3 +98,14 @@ def test_long_runs_keep_a_bounded_representative_sample_of_steps(tmp_path) -> No
     metrics = build_metrics(analyze(ev))
     assert metrics["steps"]["count"] == kept[-1].index + 1
     assert metrics["steps"]["phase_fraction"]["data_wait"] == pytest.approx(0.5)
+
+
+def test_a_run_too_short_for_system_samples_still_builds_metrics() -> None:
+    from infradoctor.profile.rules import run_rules
+
+    ev = evidence(system=(), cpu_count=8, steps=steps(50, data_wait_s=0.008, forward_s=0.001),
+                  dataloaders=(loader(wait_s=0.4),))
+    metrics = build_metrics(analyze(ev))
+    assert metrics["system"]["cpu_percent_per_core"] == [] and metrics["system"]["cores"] == 8
+    p001 = next(f for f in run_rules(analyze(ev)) if f.code == "P001")
+    assert "num_workers=8" in p001.fix
