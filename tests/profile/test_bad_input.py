@@ -216,3 +216,18 @@ def test_a_failure_inside_the_instrumentation_is_reported_once_and_never_breaks_
     notes = {e.source: e for e in result.errors}
     assert "profile.forward.after" in notes and notes["profile.forward.after"].count >= 20
     assert "training flag unavailable" in notes["profile.forward.after"].message
+
+
+def test_an_existing_sitecustomize_still_runs(tmp_path: Path) -> None:
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    write(site_dir / "sitecustomize.py", """
+        import os
+        os.environ["USER_SITECUSTOMIZE_RAN"] = "yes"
+    """)
+    script = write(tmp_path / "check.py", """
+        import os, sys
+        sys.exit(0 if os.environ.get("USER_SITECUSTOMIZE_RAN") == "yes" else 5)
+    """)
+    options = ProfileOptions(env={"PYTHONPATH": str(site_dir)})
+    assert profile_run([sys.executable, str(script)], options, timeout_s=60).exit_status == 0
