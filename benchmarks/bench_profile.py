@@ -1,9 +1,14 @@
 """Overhead of `infradoctor profile`: realistic CPU training and inference loops, plain vs profiled, alternated.
 
-Each workload runs as its own process, alternately plain (`python loop.py`) and under the profiler
+Workloads: `train` (MLP 784-512-512-10, Adam, DataLoader batch 128), `infer` (same MLP, eval + no_grad, batch
+256) and `tiny` (8x Linear(32)+ReLU called per sample: the worst case, reported without a goal). Each workload runs
+as its own process, alternately plain (`python loop.py`) and under the profiler
 (`start_profiled`), `--repeats` times each. The loop times itself after a warm-up and prints its throughput; peak
 RSS comes from the kernel (wait4) for both. Prints, per workload, the throughput ratio (profiled/plain, medians)
-and the peak-RSS ratio and difference. Goals: throughput ratio >= 0.95; added peak memory <= max(100 MB, 10%).
+and the peak-RSS ratio and difference. Throughput is measured per wall second and per CPU second of the whole
+process (all threads, so the profiler's writer thread counts): on a machine shared with other jobs wall-clock
+throughput swings by 2x between identical runs, so the goal is judged on the CPU-time ratio, which such noise
+barely moves. Goals: throughput ratio >= 0.95; added peak memory <= max(100 MB, 10%).
 Usage: python benchmarks/run.py profile [--repeats N] [--seconds S]
 """
 
@@ -34,7 +39,11 @@ kind, seconds = sys.argv[1], float(sys.argv[2])
 model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
 x = torch.randn(8192, 784)
 y = torch.randint(0, 10, (8192,))
-if kind == "train":
+if kind == "tiny":  # worst case: batch-1 calls of a small model, ~0.2 ms each (informational, no goal)
+    model = nn.Sequential(*[m for _ in range(8) for m in (nn.Linear(32, 32), nn.ReLU())]).eval()
+    x = torch.randn(4096, 1, 32)
+    loader = [(x[i], y[i : i + 1]) for i in range(4096)]
+elif kind == "train":
     loader = DataLoader(TensorDataset(x, y), batch_size=128, shuffle=True)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     loss_fn = nn.CrossEntropyLoss()
@@ -48,13 +57,14 @@ def batches():
 
 samples = 0
 start = None
+cpu_start = 0.0
 warm_until = time.perf_counter() + 0.5
 end = warm_until + seconds
 total_loss = 0.0
 for step, (xb, yb) in enumerate(batches()):
     now = time.perf_counter()
     if start is None and now >= warm_until:
-        start, samples = now, 0
+        start, samples, cpu_start = now, 0, time.process_time()
     if now >= end:
         break
     if kind == "train":
@@ -70,18 +80,24 @@ for step, (xb, yb) in enumerate(batches()):
         if step % 50 == 0:
             total_loss += float(pred.float().mean())
     samples += len(xb)
-print(f"THROUGHPUT {samples / (time.perf_counter() - start):.3f}", flush=True)
+wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+print(f"THROUGHPUT {samples / wall:.3f} {samples / cpu:.3f}", flush=True)
 '''
 
 
-def throughput(text: str) -> float:
+Measurement = tuple[float, float, int]
+"""(samples per wall second, samples per CPU second of the whole process, peak RSS bytes)."""
+
+
+def throughput(text: str) -> tuple[float, float]:
     for line in text.splitlines():
         if line.startswith("THROUGHPUT"):
-            return float(line.split()[1])
+            _, wall, cpu = line.split()
+            return float(wall), float(cpu)
     raise RuntimeError(f"no throughput line in output: {text[-500:]}")
 
 
-def run_plain(script: Path, kind: str, seconds: float) -> tuple[float, int]:
+def run_plain(script: Path, kind: str, seconds: float) -> Measurement:
     proc = subprocess.Popen([sys.executable, str(script), kind, str(seconds)], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL)
     assert proc.stdout is not None
@@ -90,10 +106,10 @@ def run_plain(script: Path, kind: str, seconds: float) -> tuple[float, int]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode:
         raise RuntimeError(f"plain run failed: {proc.returncode}")
-    return throughput(out), int(usage.ru_maxrss) * 1024
+    return (*throughput(out), int(usage.ru_maxrss) * 1024)
 
 
-def run_profiled(script: Path, kind: str, seconds: float) -> tuple[float, int]:
+def run_profiled(script: Path, kind: str, seconds: float) -> Measurement:
     with tempfile.TemporaryFile() as out:
         proc = start_profiled([sys.executable, str(script), kind, str(seconds)],
                               ProfileOptions(stdout=out, stderr=subprocess.DEVNULL))
@@ -105,39 +121,45 @@ def run_profiled(script: Path, kind: str, seconds: float) -> tuple[float, int]:
         out.seek(0)
         if not evidence.steps:
             raise RuntimeError("the profiler saw no steps")
-        return throughput(out.read().decode()), int(evidence.peak_rss_bytes or 0)
+        return (*throughput(out.read().decode()), int(evidence.peak_rss_bytes or 0))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3, help="runs of each kind per workload (default 3)")
     parser.add_argument("--seconds", type=float, default=4.0, help="measured seconds per run (default 4)")
-    parser.add_argument("--workloads", default="train,infer", help="comma-separated: train,infer")
+    parser.add_argument("--workloads", default="train,infer,tiny",
+                        help="comma-separated: train, infer, tiny (batch-1 worst case, no goal)")
     args = parser.parse_args(argv)
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "loop.py"
         script.write_text(LOOP, encoding="utf-8")
         for kind in args.workloads.split(","):
-            plain: list[tuple[float, int]] = []
-            profiled: list[tuple[float, int]] = []
+            plain: list[Measurement] = []
+            profiled: list[Measurement] = []
             for i in range(args.repeats):
                 # alternate the order so drift in machine load hits both sides alike
                 order = (run_plain, run_profiled) if i % 2 == 0 else (run_profiled, run_plain)
                 for runner in order:
                     (plain if runner is run_plain else profiled).append(runner(script, kind, args.seconds))
                     time.sleep(0.2)
-            tp_plain = statistics.median(t for t, _ in plain)
-            tp_prof = statistics.median(t for t, _ in profiled)
-            rss_plain = statistics.median(r for _, r in plain)
-            rss_prof = statistics.median(r for _, r in profiled)
-            ratio = tp_prof / tp_plain
+
+            def med(rows: list[Measurement], i: int) -> float:
+                return statistics.median(r[i] for r in rows)
+
+            wall_ratio = med(profiled, 0) / med(plain, 0)
+            cpu_ratio = med(profiled, 1) / med(plain, 1)
+            rss_plain, rss_prof = med(plain, 2), med(profiled, 2)
             added_mb = (rss_prof - rss_plain) / 1e6
             mem_ok = added_mb <= max(100.0, 0.10 * rss_plain / 1e6)
-            ok = ok and ratio >= 0.95 and mem_ok
-            print(f"{kind}: plain {tp_plain:.0f} samples/s {[round(t) for t, _ in plain]}, "
-                  f"profiled {tp_prof:.0f} samples/s {[round(t) for t, _ in profiled]}")
-            print(f"ratio {kind} throughput profiled/plain {ratio:.3f} (goal >= 0.95)")
+            if kind != "tiny":
+                ok = ok and cpu_ratio >= 0.95 and mem_ok
+            goal = "no goal: worst case" if kind == "tiny" else "goal >= 0.95"
+            print(f"{kind}: samples/s plain {[round(r[0]) for r in plain]} profiled {[round(r[0]) for r in profiled]}; "
+                  f"per CPU second plain {[round(r[1]) for r in plain]} profiled {[round(r[1]) for r in profiled]}")
+            print(f"ratio {kind} throughput per CPU second profiled/plain {cpu_ratio:.3f} ({goal})")
+            print(f"ratio {kind} throughput wall-clock profiled/plain {wall_ratio:.3f} (shared machine: noisy)")
             print(f"ratio {kind} peak_rss profiled/plain {rss_prof / rss_plain:.3f} "
                   f"({rss_plain / 1e6:.0f} MB -> {rss_prof / 1e6:.0f} MB, +{added_mb:.0f} MB; goal <= max(100 MB, 10%))")
     return 0 if ok else 1

@@ -82,3 +82,30 @@ def test_sections_of_a_cpu_only_profile() -> None:
     built = sections(result)
     assert built[0].bars == []
     assert any("never imported torch" in line for line in built[0].lines)
+
+
+def test_long_runs_keep_a_bounded_representative_sample_of_steps(tmp_path) -> None:
+    from infradoctor.profile.evidence import _read_steps
+
+    path = tmp_path / "1.steps.jsonl"
+    rows = [{"i": i, "t0": float(i), "t1": i + 0.5, "data_wait": 0.25, "forward": 0.25, "samples": 8}
+            for i in range(1000)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"i": 1000, "t0"', encoding="utf-8")
+    kept = _read_steps(path, limit=100)
+    assert 50 <= len(kept) <= 100
+    assert kept[0].index == 0 and kept[-1].index >= 900
+    ev = evidence(steps=tuple(kept))
+    metrics = build_metrics(analyze(ev))
+    assert metrics["steps"]["count"] == kept[-1].index + 1
+    assert metrics["steps"]["phase_fraction"]["data_wait"] == pytest.approx(0.5)
+
+
+def test_a_run_too_short_for_system_samples_still_builds_metrics() -> None:
+    from infradoctor.profile.rules import run_rules
+
+    ev = evidence(system=(), cpu_count=8, steps=steps(50, data_wait_s=0.008, forward_s=0.001),
+                  dataloaders=(loader(wait_s=0.4),))
+    metrics = build_metrics(analyze(ev))
+    assert metrics["system"]["cpu_percent_per_core"] == [] and metrics["system"]["cores"] == 8
+    p001 = next(f for f in run_rules(analyze(ev)) if f.code == "P001")
+    assert "num_workers=8" in p001.fix

@@ -174,3 +174,60 @@ def test_console_script_is_instrumented_through_sitecustomize(tmp_path: Path) ->
     assert result.exit_status == 0 and not result.errors
     assert result.metrics["workload"]["torch_imported"] is True
     assert result.metrics["steps"]["count"] >= 35
+
+
+def test_a_failure_inside_the_instrumentation_is_reported_once_and_never_breaks_the_workload(tmp_path: Path) -> None:
+    script = write(tmp_path / "odd.py", """
+        import torch
+
+        class Odd(torch.nn.Module):
+            # a model whose `training` flag cannot be read once it runs: the profiler reads it after each call
+            def __init__(self):
+                super().__init__()
+                self.fc = torch.nn.Linear(4, 4)
+                self.running = False
+
+            @property
+            def training(self):
+                if self.__dict__.get("running"):
+                    raise RuntimeError("training flag unavailable")
+                return self.__dict__.get("_training", True)
+
+            @training.setter
+            def training(self, value):
+                self.__dict__["_training"] = value
+
+            def forward(self, x):
+                return self.fc(x)
+
+        model = Odd()
+        model.running = True
+        with torch.no_grad():
+            outputs = [model(torch.ones(2, 4)) for _ in range(25)]
+        print("sum", float(sum(o.sum() for o in outputs)))
+    """)
+    err_path = tmp_path / "stderr.txt"
+    with err_path.open("wb") as err:
+        result = profile_run([sys.executable, str(script)], ProfileOptions(stdout=-3, stderr=err), timeout_s=100)
+    assert result.exit_status == 0
+    logged = [line for line in err_path.read_text().splitlines() if "instrumentation error" in line]
+    # once per failing place (the first call goes through discovery, the rest through the wrapper), not per call
+    assert len(logged) == 2 and any("forward.after" in line for line in logged)
+    notes = {e.source: e for e in result.errors}
+    assert "profile.forward.after" in notes and notes["profile.forward.after"].count >= 20
+    assert "training flag unavailable" in notes["profile.forward.after"].message
+
+
+def test_an_existing_sitecustomize_still_runs(tmp_path: Path) -> None:
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    write(site_dir / "sitecustomize.py", """
+        import os
+        os.environ["USER_SITECUSTOMIZE_RAN"] = "yes"
+    """)
+    script = write(tmp_path / "check.py", """
+        import os, sys
+        sys.exit(0 if os.environ.get("USER_SITECUSTOMIZE_RAN") == "yes" else 5)
+    """)
+    options = ProfileOptions(env={"PYTHONPATH": str(site_dir)})
+    assert profile_run([sys.executable, str(script)], options, timeout_s=60).exit_status == 0

@@ -65,9 +65,13 @@ def test_pageable_copies_and_fp32_are_found(tmp_path: Path, result_validator) ->
     assert metrics["workload"]["cuda"] is True
     assert metrics["h2d"]["copies"] >= 60 and metrics["h2d"]["pageable_copies"] == metrics["h2d"]["copies"]
     assert metrics["memory"]["cuda_peak_mb"] > 10
-    assert metrics["memory"]["trend"]["source"] == "cuda"
+    assert any(row[3] for row in metrics["memory"]["timeline"]["rows"])  # CUDA allocator readings per step
     codes = {f.code for f in result.findings}
     assert "P010" in codes
+    p010 = next(f for f in result.findings if f.code == "P010")
+    copy_line = textwrap.dedent(TRAIN).splitlines().index(
+        next(line for line in textwrap.dedent(TRAIN).splitlines() if 'xb = xb.to("cuda"' in line)) + 1
+    assert p010.location is not None and p010.location.line == copy_line
     if torch.cuda.get_device_capability() >= (8, 0):
         assert "P009" in codes
     assert metrics["steps"]["boundary"] == "optimizer"

@@ -122,7 +122,7 @@ def test_p008_cold_start() -> None:
     assert only("P008", evidence(steps=steps(100, first=0.03, forward_s=0.008))) is None
 
 
-# Recorded from an A100 run (torch 2.4, CUDA 12.4): precision settings, NVML utilisation and H2D counters.
+# What an A100 (compute capability 8.0) reports for the precision settings; hand-built, not recorded here.
 A100_PRECISION = {"float32_matmul_precision": "highest", "allow_tf32": False, "bf16_supported": True,
                   "capability": [8, 0], "device_name": "NVIDIA A100-SXM4-80GB"}
 
@@ -144,11 +144,14 @@ def test_p009_fp32_on_bf16_capable_gpu() -> None:
 
 def test_p010_pageable_h2d() -> None:
     h2d = {"copies": 200, "bytes": 400_000_000, "pageable_copies": 200, "pageable_bytes": 400_000_000,
-           "time_s": 0.3, "non_blocking_copies": 0}
+           "time_s": 0.3, "non_blocking_copies": 0, "pageable_sites": {"/work/app/train.py:47": 200}}
     ev = gpu_evidence(h2d=h2d, steps=steps(100, h2d_s=0.003, forward_s=0.004))
     finding = only("P010", ev)
     assert finding is not None and finding.evidence["pageable_copies"] == 200
-    assert "pin_memory=True" in finding.fix and str(finding.location) == "train.py:30"
+    assert str(finding.location) == "train.py:47"
+    assert "pin_memory=True in the DataLoader at train.py:30" in finding.fix and "at train.py:47" in finding.fix
+    no_sites = only("P010", replace(ev, h2d={**h2d, "pageable_sites": {}}))
+    assert no_sites is not None and str(no_sites.location) == "train.py:30"
     assert only("P010", replace(ev, h2d={**h2d, "pageable_copies": 10})) is None
 
 

@@ -79,3 +79,18 @@ def test_instrumentation_does_not_change_results(tmp_path: Path) -> None:
     a, b = torch.load(plain, weights_only=True), torch.load(profiled, weights_only=True)
     assert torch.equal(a["logits"], b["logits"])
     assert all(torch.equal(a["state"][k], b["state"][k]) for k in a["state"])
+
+
+def test_cli_terminal_summary_and_stored_run(cli, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(WORKLOADS)
+    out = cli("profile", "--label", "baseline", "--json", str(tmp_path / "r.json"), "--",
+              sys.executable, "data_starved_training.py")
+    assert out.exit_code == 0
+    text = out.stdout
+    assert "Step time per steady step" in text and "data wait" in text  # the breakdown bar
+    assert "samples/s" in text and "peak RSS MB" in text
+    assert "HIGH     P001 data-starvation" in text
+    assert "at data_starved_training.py:" in text and "num_workers=" in text
+    assert "step 40 loss" not in text  # the workload's own stdout went to the real stdout, not ours
+    shown = cli("show", "--format", "md")
+    assert shown.exit_code == 0 and "P001" in shown.stdout and "baseline" in shown.stdout

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from infradoctor.cli.base import Command, add_result_options, finish
 from infradoctor.cli.profile_load import add_load_options, run_with_load
@@ -54,8 +55,13 @@ class ProfileCommand(Command):
             raise UsageError("--steps must be at least 1")
         if args.duration is not None and args.duration <= 0:
             raise UsageError("--duration must be positive")
-        options = ProfileOptions(max_steps=args.steps, duration_s=args.duration,
-                                 sample_interval_s=max(0.05, args.sample_interval))
+        options = ProfileOptions(
+            max_steps=args.steps,
+            duration_s=args.duration,
+            sample_interval_s=max(0.05, args.sample_interval),
+            # with --json - our stdout carries the result: the workload's stdout goes to stderr instead
+            stdout=sys.stderr.fileno() if args.json == "-" else None,
+        )
         result = profile_run(argv, options, RuleOptions(cwd=os.getcwd()))
         code = finish(args, result)
         stop_reason = result.metrics.get("workload", {}).get("stop_reason")

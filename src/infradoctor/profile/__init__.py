@@ -5,11 +5,11 @@ Library entry points: :func:`infradoctor.profile.launcher.start_profiled` (start
 
 ``metrics`` layout of a profile result:
 
-- ``workload``: ``exit_status``, ``stop_reason`` (exit/steps/duration/stopped/interrupted), ``duration_s``,
+- ``workload``: ``exit_status`` (shell style: 128+N when killed by signal N), ``signal``, ``stop_reason`` (exit/steps/duration/stopped/interrupted), ``duration_s``,
   ``instrumented``, ``torch_imported``, ``torch_version``, ``cuda``, ``profile_kind`` (``torch`` or ``cpu-only``).
 - ``headline``: ``samples_per_s``, ``steps_per_s``, ``step_time_ms_p50``, ``step_time_ms_p90``,
   ``data_wait_fraction``, ``peak_rss_mb``, ``steps`` (+ ``cuda_peak_mb``, ``gpu_util_mean`` on GPU).
-- ``steps``: ``count``, ``warmup``, ``steady``, ``boundary`` (what marks a step: optimizer/dataloader/forward),
+- ``steps``: ``count``, ``kept`` (steps held for analysis: long runs are thinned evenly), ``warmup``, ``steady``, ``boundary`` (what marks a step: optimizer/dataloader/forward),
   ``time_s``, ``phase_ms_per_step`` and ``phase_fraction`` (data_wait, h2d, forward, backward, optimizer, sync,
   load, other; steady steps), ``step_time_ms`` (p50, p90, p99, mean, first, warmup_mean), ``forwards``,
   ``backwards``, ``optimizer_steps``.

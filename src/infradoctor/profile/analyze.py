@@ -154,7 +154,7 @@ def analyze(evidence: ProfileEvidence) -> ProfileAnalysis:
             phase_s[name] += value
     steady_time = sum(s.duration_s for s in steady)
     samples = sum(s.samples for s in steady)
-    cores = max((len(s.cpu_percent) for s in evidence.system), default=0)
+    cores = max((len(s.cpu_percent) for s in evidence.system), default=evidence.cpu_count)
     gpu_util: float | None = None
     if steady:
         window = [s for s in evidence.system if steady[0].start <= s.t <= steady[-1].end + 1.0 and s.gpu_util_percent]
@@ -177,6 +177,13 @@ def analyze(evidence: ProfileEvidence) -> ProfileAnalysis:
         main=evidence.module(evidence.main_module),
         sync_span_s=sum(s.span_s for s in evidence.syncs),
     )
+
+
+def shell_exit_code(status: int | None) -> int | None:
+    """A process status as a shell shows it: 128+N when killed by signal N."""
+    if status is None:
+        return None
+    return 128 + (-status) if status < 0 else status
 
 
 def subsample(values: Sequence[float], limit: int = MAX_DISTRIBUTION) -> list[float]:
@@ -212,8 +219,10 @@ def build_metrics(analysis: ProfileAnalysis) -> dict[str, Any]:
     batch = main.median_batch() if main else None
     loader_batches = [d.batch_size for d in ev.dataloaders if d.batch_size]
     first_ms = 1000.0 * analysis.steps[0].duration_s if analysis.steps else None
+    count = analysis.steps[-1].index + 1 if analysis.steps else 0  # steps may have been thinned out
     steps = {
-        "count": len(analysis.steps),
+        "count": count,
+        "kept": len(analysis.steps),
         "warmup": len(analysis.warmup),
         "steady": n_steady,
         "boundary": ev.step_mode,
@@ -272,6 +281,7 @@ def build_metrics(analysis: ProfileAnalysis) -> dict[str, Any]:
             "params": m.params,
             "device": m.device,
             "dtype": m.dtype,
+            "input_dtypes": dict(m.input_dtypes),
             "calls": m.calls,
             "time_ms": _ms(m.time_s),
             "batch_size": m.median_batch(),
@@ -312,12 +322,11 @@ def build_metrics(analysis: ProfileAnalysis) -> dict[str, Any]:
             round(statistics.fmean(sample.gpu_util_percent), 1) if sample.gpu_util_percent else None,
         ])
     cpu_means = [statistics.fmean(s.cpu_percent) for s in ev.system if s.cpu_percent]
-    per_core = (
-        [round(statistics.fmean(s.cpu_percent[i] for s in ev.system if len(s.cpu_percent) > i), 1)
-         for i in range(analysis.cores)]
-        if analysis.cores
-        else []
-    )
+    sample_cores = max((len(s.cpu_percent) for s in ev.system), default=0)
+    per_core = [
+        round(statistics.fmean(s.cpu_percent[i] for s in ev.system if len(s.cpu_percent) > i), 1)
+        for i in range(sample_cores)
+    ]
     system = {
         "cores": analysis.cores,
         "cpu_percent_mean": _round(statistics.fmean(cpu_means), 1) if cpu_means else None,
@@ -333,14 +342,15 @@ def build_metrics(analysis: ProfileAnalysis) -> dict[str, Any]:
         "step_time_ms_p90": steps["step_time_ms"]["p90"],  # type: ignore[index]
         "data_wait_fraction": fractions["data_wait"],
         "peak_rss_mb": memory["peak_rss_mb"],
-        "steps": len(analysis.steps),
+        "steps": count,
     }
     if ev.cuda:
         headline["cuda_peak_mb"] = memory["cuda_peak_mb"]
         headline["gpu_util_mean"] = system["gpu_util_mean"]
     return {
         "workload": {
-            "exit_status": ev.exit_status,
+            "exit_status": shell_exit_code(ev.exit_status),
+            "signal": -ev.exit_status if ev.exit_status is not None and ev.exit_status < 0 else None,
             "stop_reason": ev.stop_reason,
             "duration_s": round(ev.duration_s, 3),
             "instrumented": ev.instrumented,

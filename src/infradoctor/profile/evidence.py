@@ -1,14 +1,16 @@
 """What a profiled run leaves behind, as frozen dataclasses: read from the events folder or from recorded JSON.
 
-The child writes ``<pid>.steps.jsonl``, ``<pid>.state.json`` and ``<pid>.worker.json`` (see ``instrument``);
-:func:`read_events` turns them into a :class:`ProfileEvidence`. ``ProfileEvidence.to_dict``/``from_dict`` round-trip,
-so rules are tested on recorded evidence exactly as on live runs.
+The child writes ``<pid>.steps.jsonl`` (a JSON array of steps per line), ``<pid>.state.json`` and
+``<pid>.worker.json`` (see ``instrument``); :func:`read_events` turns them into a :class:`ProfileEvidence`.
+``ProfileEvidence.to_dict``/``from_dict`` round-trip, so rules are tested on recorded evidence exactly as on live
+runs.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -144,6 +146,8 @@ class ModuleUse:
     """Outputs sampled for survival."""
     retained_alive: int = 0
     """Sampled outputs still alive at the end (kept by the program)."""
+    input_dtypes: Mapping[str, int] = field(default_factory=dict)
+    """Dtype of the first tensor input of the first calls -> count."""
 
     @classmethod
     def from_state(cls, row: Mapping[str, Any]) -> ModuleUse:
@@ -154,6 +158,7 @@ class ModuleUse:
         data["mode_layers"] = tuple(data.get("mode_layers") or ())
         data["sites"] = tuple(data.get("sites") or ())
         data["batch_sizes"] = dict(data.get("batch_sizes") or {})
+        data["input_dtypes"] = dict(data.get("input_dtypes") or {})
         return _build(cls, data)
 
     def median_batch(self) -> int:
@@ -362,6 +367,8 @@ class ProfileEvidence:
     """Instrumentation problems: ``{source, message, count}``."""
     started_wall: float | None = None
     """Start, Unix time."""
+    cpu_count: int = 0
+    """Logical CPUs of the machine (0 when unknown)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (for recording evidence)."""
@@ -401,14 +408,29 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return None
 
 
-def _read_steps(path: Path) -> list[StepRecord]:
+MAX_STEPS_KEPT = 100_000
+"""Steps kept in memory: beyond this, every other step is dropped (repeatedly), so shares stay representative."""
+
+
+def _read_steps(path: Path, limit: int = MAX_STEPS_KEPT) -> list[StepRecord]:
     steps: list[StepRecord] = []
+    stride = 1
+    seen = -1
     with contextlib.suppress(OSError), path.open(encoding="utf-8") as fh:
         for line in fh:
             try:
-                steps.append(StepRecord.from_event(json.loads(line)))
+                rows = json.loads(line)
+                chunk = [StepRecord.from_event(row) for row in (rows if isinstance(rows, list) else [rows])]
             except (ValueError, KeyError, TypeError):
                 continue  # a line cut by a kill
+            for step in chunk:
+                seen += 1
+                if seen % stride:
+                    continue
+                steps.append(step)
+                if len(steps) >= limit:
+                    steps = steps[::2]
+                    stride *= 2
     return steps
 
 
@@ -446,6 +468,7 @@ def read_events(
         "duration_s": duration_s,
         "system": tuple(system),
         "worker_fetch": worker_fetch,
+        "cpu_count": os.cpu_count() or 0,
     }
     if state is None:
         return ProfileEvidence(instrumented=False, torch_imported=False, peak_rss_bytes=peak_rss_bytes, **common)

@@ -14,7 +14,7 @@ Mechanisms (chosen from measured overheads, see the profile README section):
 - per-step memory (``/proc/self/statm`` and glibc ``mallinfo2``, at most 10 reads/s; CUDA allocator stats on GPU);
 - sampled survival of top-level forward outputs (weakref finalizers, a bounded budget) for the leak site.
 
-Evidence goes to files in the events folder: ``<pid>.steps.jsonl`` (one line per step, appended) and
+Evidence goes to files in the events folder: ``<pid>.steps.jsonl`` (one JSON array of steps per flush) and
 ``<pid>.state.json`` (aggregates, atomically replaced about once a second and at exit), ``<pid>.worker.json`` from
 DataLoader workers. A failure inside the instrumentation is reported once on stderr and never breaks the workload.
 """
@@ -58,6 +58,8 @@ WORKER_FLUSH_INTERVAL_S = 0.5
 _MODE_RANK = {None: 0, "forward": 1, "dataloader": 2, "optimizer": 3}
 
 _state_lock = threading.Lock()
+_torch: Any = None
+"""The torch module, once imported by the workload (hot paths avoid an import statement per call)."""
 _recorder: Recorder | None = None
 _local = threading.local()
 
@@ -128,7 +130,7 @@ class _ModuleStats:
     __slots__ = (
         "key", "cls", "params", "trainable", "mode_layers", "device", "dtype", "calls", "time", "grad_calls",
         "unused_grad", "pending_grad", "train_calls", "train_inference_calls", "batches", "sites", "autocast_calls",
-        "gpu_time", "retained_sampled", "retained_freed", "ref",
+        "gpu_time", "retained_sampled", "retained_freed", "ref", "input_dtypes",
     )
 
     def __init__(self, key: int, module: Any) -> None:
@@ -164,6 +166,7 @@ class _ModuleStats:
         self.gpu_time = 0.0
         self.retained_sampled = 0
         self.retained_freed = 0
+        self.input_dtypes: dict[str, int] = {}
         self.ref = weakref.ref(module)
 
     def to_json(self) -> dict[str, Any]:
@@ -187,6 +190,7 @@ class _ModuleStats:
             "gpu_time_s": self.gpu_time,
             "retained_sampled": self.retained_sampled,
             "retained_alive": self.retained_sampled - self.retained_freed,
+            "input_dtypes": dict(self.input_dtypes),
         }
 
 
@@ -263,7 +267,8 @@ class Recorder:
         self.cuda = False
         self.mode: str | None = None
         self.main_module: _ModuleStats | None = None
-        self.modules: dict[int, _ModuleStats] = {}
+        self.modules: dict[tuple[str, int], _ModuleStats] = {}
+        self.instances: weakref.WeakKeyDictionary[Any, _ModuleStats] = weakref.WeakKeyDictionary()
         self.backward_calls = 0
         self.backward_time = 0.0
         self.optimizer_steps = 0
@@ -279,8 +284,8 @@ class Recorder:
         self.constructions: dict[tuple[str, int], dict[str, Any]] = {}
         self.dataloaders: dict[int, dict[str, Any]] = {}
         self.fetch = {"calls": 0, "items": 0, "time_s": 0.0}
-        self.h2d = {"copies": 0, "bytes": 0, "pageable_copies": 0, "pageable_bytes": 0, "time_s": 0.0,
-                    "non_blocking_copies": 0}
+        self.h2d: dict[str, Any] = {"copies": 0, "bytes": 0, "pageable_copies": 0, "pageable_bytes": 0,
+                                    "time_s": 0.0, "non_blocking_copies": 0, "pageable_sites": {}}
         self.memory = _Memory()
         self.last_mem = -1.0
         self.peak_rss = 0
@@ -375,7 +380,7 @@ class Recorder:
                 self.peak_rss = rss
             if heap is not None and heap > self.peak_heap:
                 self.peak_heap = heap
-            if self.cuda:
+            if self.cuda_in_use():
                 try:
                     import torch
 
@@ -408,14 +413,24 @@ class Recorder:
 
     # ---- top-level forward -----------------------------------------------------------------------------------
     def module_stats(self, module: Any) -> _ModuleStats:
-        key = id(module)
-        stats = self.modules.get(key)
-        if stats is None or stats.ref() is not module:
-            stats = _ModuleStats(key, module)
-            self.modules[key] = stats
+        """Stats shared by every instance of one model (same class and parameter count).
+
+        A model rebuilt per request or per batch stays one entry: the records do not grow with the instances.
+        """
+        stats = self.instances.get(module)
+        if stats is not None:
+            return stats
+        fresh = _ModuleStats(len(self.modules) + 1, module)
+        signature = (type(module).__qualname__, fresh.params)
+        stats = self.modules.get(signature)
+        if stats is None:
+            stats = self.modules[signature] = fresh
             main = self.main_module
             if main is None or stats.params > main.params:
                 self.main_module = stats
+        stats.ref = weakref.ref(module)
+        with contextlib.suppress(TypeError):
+            self.instances[module] = stats
         return stats
 
     def before_forward(self, stats: _ModuleStats, now: float) -> None:
@@ -424,8 +439,7 @@ class Recorder:
 
     def after_forward(self, stats: _ModuleStats, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
                       out: Any, t0: float, t1: float, frame: FrameType | None) -> None:
-        import torch
-
+        torch = _torch
         dt = t1 - t0
         self.forward_calls += 1
         stats.calls += 1
@@ -444,6 +458,11 @@ class Recorder:
             stats.autocast_calls += 1
         batch = _batch_size(args[0] if args else next(iter(kwargs.values()), None))
         stats.batches[batch] = stats.batches.get(batch, 0) + 1
+        if stats.calls <= SITE_RESOLVE_CALLS:
+            first = _first_tensor(args[0] if args else next(iter(kwargs.values()), None))
+            if first is not None:
+                dtype = str(first.dtype).replace("torch.", "")
+                stats.input_dtypes[dtype] = stats.input_dtypes.get(dtype, 0) + 1
         if stats.calls <= SITE_RESOLVE_CALLS and frame is not None:
             user = self.user_frame(frame)
             if user is not None:
@@ -589,7 +608,7 @@ class Recorder:
             "constructions": constructions,
             "dataloaders": [dict(v) for v in list(self.dataloaders.values())],
             "fetch": dict(self.fetch),
-            "h2d": dict(self.h2d),
+            "h2d": {**self.h2d, "pageable_sites": dict(self.h2d["pageable_sites"])},
             "memory": {
                 "first_rss": self.first_rss,
                 "first_heap": self.first_heap,
@@ -603,8 +622,17 @@ class Recorder:
             "errors": list(self.errors.values()),
         }
 
+    def cuda_in_use(self) -> bool:
+        """CUDA is available and the workload has initialised it (we never create a CUDA context ourselves)."""
+        if not self.cuda or _torch is None:
+            return False
+        try:
+            return bool(_torch.cuda.is_initialized())
+        except Exception:  # noqa: BLE001
+            return False
+
     def cuda_peak(self) -> int | None:
-        if not self.cuda:
+        if not self.cuda_in_use():
             return None
         try:
             import torch
@@ -620,7 +648,7 @@ class Recorder:
             import torch
 
             out: dict[str, Any] = {"float32_matmul_precision": torch.get_float32_matmul_precision()}
-            if self.cuda:
+            if self.cuda_in_use():
                 out["allow_tf32"] = bool(torch.backends.cuda.matmul.allow_tf32)
                 out["bf16_supported"] = bool(torch.cuda.is_bf16_supported())
                 out["capability"] = list(torch.cuda.get_device_capability())
@@ -637,7 +665,7 @@ class Recorder:
             try:
                 if buffer:
                     with open(self.steps_path, "a", encoding="utf-8") as fh:
-                        fh.write("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in buffer))
+                        fh.write(json.dumps(buffer, separators=(",", ":")) + "\n")
                 state = self.snapshot()
                 tmp = f"{self.state_path}.tmp"
                 with open(tmp, "w", encoding="utf-8") as fh:
@@ -687,10 +715,9 @@ def _freed(stats: _ModuleStats) -> None:
 
 def _batch_size(value: Any) -> int:
     """Leading dimension of the first tensor in a call's first argument; 1 for a single unbatched vector."""
-    import torch
-
+    tensor_cls = _torch.Tensor
     for _ in range(3):
-        if isinstance(value, torch.Tensor):
+        if isinstance(value, tensor_cls):
             return int(value.shape[0]) if value.dim() >= 2 else 1
         if isinstance(value, (list, tuple)) and value:
             value = value[0]
@@ -702,10 +729,9 @@ def _batch_size(value: Any) -> int:
 
 
 def _first_tensor(value: Any) -> Any:
-    import torch
-
+    tensor_cls = _torch.Tensor
     for _ in range(3):
-        if isinstance(value, torch.Tensor):
+        if isinstance(value, tensor_cls):
             return value
         if isinstance(value, (list, tuple)) and value:
             value = value[0]
@@ -792,7 +818,7 @@ def _patch_autograd(rec: Recorder, torch: Any) -> None:
             if getattr(_local, "in_backward", False):
                 return orig(*args, **kwargs)
             t0 = clock()
-            events = _cuda_event_pair() if rec.cuda else None
+            events = _cuda_event_pair() if rec.cuda_in_use() else None
             _local.in_backward = True
             try:
                 return orig(*args, **kwargs)
@@ -1131,7 +1157,7 @@ def _patch_h2d(rec: Recorder, torch: Any) -> None:
     def make(orig: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(orig)
         def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if self.device.type != "cpu":
+            if self.device.type != "cpu" or rec.is_internal(sys._getframe(1).f_code):
                 return orig(self, *args, **kwargs)
             t0 = clock()
             out = orig(self, *args, **kwargs)
@@ -1146,6 +1172,12 @@ def _patch_h2d(rec: Recorder, torch: Any) -> None:
                     if not self.is_pinned():
                         h2d["pageable_copies"] += 1
                         h2d["pageable_bytes"] += nbytes
+                        frame = sys._getframe(1)
+                        if frame is not None:
+                            key = f"{frame.f_code.co_filename}:{frame.f_lineno}"
+                            sites = h2d["pageable_sites"]
+                            if key in sites or len(sites) < 20:
+                                sites[key] = sites.get(key, 0) + 1
                     if kwargs.get("non_blocking"):
                         h2d["non_blocking_copies"] += 1
                     rec.step.h2d += dt
@@ -1161,6 +1193,8 @@ def _patch_h2d(rec: Recorder, torch: Any) -> None:
 
 def on_torch_imported(torch: Any) -> None:
     """Install every torch patch into this process (idempotent)."""
+    global _torch
+    _torch = torch
     rec = _recorder
     if rec is None or rec.torch_imported:
         return

@@ -26,7 +26,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -293,7 +293,7 @@ class ProfiledProcess:
             self.sampler.stop_event.set()
             self.sampler.join(timeout=5)
         if code in (130, -signal.SIGINT) and self.stop_reason == "exit":
-            self.stop_reason = "steps" if self.options.max_steps else "interrupted"
+            self.stop_reason = "interrupted"
         end = self.ended if self.ended is not None else time.monotonic()
         evidence = read_events(
             self.events_dir,
@@ -305,6 +305,8 @@ class ProfiledProcess:
             system=tuple(self.sampler.samples),
             peak_rss_bytes=max(self._peak_rss or 0, self.sampler.max_rss) or None,
         )
+        if self.options.max_steps and evidence.stop_reason == "exit" and len(evidence.steps) >= self.options.max_steps:
+            evidence = replace(evidence, stop_reason="steps")
         if code is not None:
             self._evidence = evidence
             self.close()

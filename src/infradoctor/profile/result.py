@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from infradoctor.profile.analyze import analyze, build_metrics
+from infradoctor.profile.analyze import analyze, build_metrics, shell_exit_code
 from infradoctor.profile.evidence import ProfileEvidence
 from infradoctor.profile.launcher import ProfileOptions, start_profiled
 from infradoctor.profile.rules import RuleOptions, run_rules
@@ -48,7 +48,6 @@ def build_result(
     """The profile result for a run's evidence."""
     analysis = analyze(evidence)
     findings = run_rules(analysis, rule_options)
-    status = evidence.exit_status
     return new_result(
         "profile",
         started_at=started_at,
@@ -57,13 +56,8 @@ def build_result(
         metrics=build_metrics(analysis),
         findings=findings,
         errors=evidence_errors(evidence),
-        exit_status=_exit_code(status) if status is not None else None,
+        exit_status=shell_exit_code(evidence.exit_status),
     )
-
-
-def _exit_code(status: int) -> int:
-    """Shell-style exit code: 128+N for a signal."""
-    return 128 + (-status) if status < 0 else status
 
 
 def profile_run(

@@ -47,6 +47,7 @@ def main(argv: list[str]) -> None:
         sys.argv = [target, *args]
         sys.path[0] = os.path.dirname(os.path.abspath(target))
     recorder = instrument.activate(events_dir, "main", argv) if events_dir else None
+    os.environ["INFRADOCTOR_PROFILE_ROLE"] = "child"  # child processes (DataLoader workers) time fetches only
     status = 0
     try:
         if kind == "module":
@@ -55,6 +56,12 @@ def main(argv: list[str]) -> None:
             exec(compile(target, "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})  # noqa: S102
         else:
             runpy.run_path(target, run_name="__main__")
+    except KeyboardInterrupt:
+        if recorder is not None and recorder.stop_requested:
+            sys.stderr.write(f"infradoctor profile: stopped the program after {recorder.steps_total} steps\n")
+            return  # --steps reached: a clean end
+        status = 130
+        raise
     except BaseException as exc:
         status = _exit_status(exc)
         raise

@@ -19,7 +19,10 @@ def _install() -> None:
     try:
         from infradoctor.profile import instrument
 
-        if os.environ.get("INFRADOCTOR_PROFILE_ROLE") == "any":
+        role = os.environ.get("INFRADOCTOR_PROFILE_ROLE")
+        if role == "runner":
+            return  # the runner activates the recorder in this process itself
+        if role == "any":
             os.environ["INFRADOCTOR_PROFILE_ROLE"] = "child"
             instrument.activate(events_dir, "main", list(sys.argv))
         else:

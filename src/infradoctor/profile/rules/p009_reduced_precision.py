@@ -46,6 +46,8 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
         return []
     if main.autocast_calls >= AUTOCAST_SHARE * main.calls:
         return []
+    if any(dtype in ("bfloat16", "float16") for dtype in main.input_dtypes):
+        return []
     compute = round(analysis.fraction("forward") + analysis.fraction("backward"), 4)
     loc = module_location(main, options)
     return [

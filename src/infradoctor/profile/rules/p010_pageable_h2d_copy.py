@@ -10,8 +10,8 @@ Why it matters:
 
 How it is measured:
     ``Tensor.to``/``Tensor.cuda`` are patched on GPU machines; each CPU-to-CUDA copy records bytes, time,
-    ``tensor.is_pinned()`` and ``non_blocking``. Fires at ``MIN_COPIES`` copies with at least ``PAGEABLE_SHARE``
-    of them pageable. Impact: share of step time in copies.
+    ``tensor.is_pinned()``, ``non_blocking`` and the user line of pageable copies. Fires at ``MIN_COPIES``
+    copies with at least ``PAGEABLE_SHARE`` of them pageable. Impact: share of step time in copies.
 
 Fix:
     ``DataLoader(pin_memory=True)`` (or ``tensor.pin_memory()``) and ``.to('cuda', non_blocking=True)``.
@@ -39,7 +39,13 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
         return []
     fraction = analysis.fraction("h2d")
     loaders = [d for d in analysis.evidence.dataloaders if not d.pin_memory]
-    loc = location(loaders[0].file, loaders[0].line, options) if loaders else None
+    loader_loc = location(loaders[0].file, loaders[0].line, options) if loaders else None
+    sites: dict[str, int] = dict(h2d.get("pageable_sites") or {})
+    copy_loc = None
+    if sites:
+        file, _, line = max(sites.items(), key=lambda kv: kv[1])[0].rpartition(":")
+        copy_loc = location(file, int(line) if line.isdigit() else None, options)
+    loc = copy_loc or loader_loc
     return [
         make_finding(
             CODE,
@@ -47,9 +53,11 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
             f"({int(h2d.get('pageable_bytes', 0)) / 1e6:.0f} MB; copies take {pct(fraction)} of step time)",
             {"copies": copies, "pageable_copies": pageable,
              "pageable_mb": round(int(h2d.get("pageable_bytes", 0)) / 1e6, 2),
-             "non_blocking_copies": int(h2d.get("non_blocking_copies", 0)), "h2d_fraction": round(fraction, 4)},
-            fix=(f"Set pin_memory=True in the DataLoader at {loc}" if loc else "Pin the source tensors (pin_memory())")
-            + " and copy with .to('cuda', non_blocking=True).",
+             "non_blocking_copies": int(h2d.get("non_blocking_copies", 0)), "h2d_fraction": round(fraction, 4),
+             "copy_sites": sites},
+            fix=(f"Set pin_memory=True in the DataLoader at {loader_loc}" if loader_loc
+                 else "Pin the source tensors (tensor.pin_memory())")
+            + f" and copy with .to('cuda', non_blocking=True){f' at {copy_loc}' if copy_loc else ''}.",
             location=loc,
             impact=round(fraction, 4),
         )
