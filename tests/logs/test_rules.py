@@ -42,7 +42,7 @@ def test_a_healthy_log_has_no_findings() -> None:
 
 
 def test_rule_list_covers_every_module() -> None:
-    assert len(all_rules()) == 12
+    assert len(all_rules()) == 13
 
 
 @pytest.mark.parametrize("overhead_p99,request_p99,fires", [(150.0, 400.0, True), (150.0, 2000.0, False),

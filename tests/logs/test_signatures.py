@@ -35,6 +35,16 @@ RECORDED = [
     ("socket_exhaustion", "connect() to 10.1.0.12:8000 failed (99: Cannot assign requested address) while "
                           "connecting to upstream"),
     ("upstream_connect_error", "dial tcp 10.1.0.12:8000: connect: connection refused"),
+    ("host_oom_kill", "[ 9490.000412] Out of memory: Killed process 4421 (python3) total-vm:91234567kB, "
+                      "anon-rss:61234567kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:123456kB oom_score_adj:0"),
+    ("host_oom_kill", "[ 9490.000100] python invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP)"),
+    ("model_server_dead", "vllm.engine.async_llm_engine.AsyncEngineDeadError: Background loop has errored already."),
+    ("model_server_dead", "ERROR 11-29 10:05:01 [core.py:396] Engine core proc EngineCore_0 died unexpectedly"),
+    ("kv_cache_preemption", "WARNING 11-29 10:04:00 scheduler.py:1089] Sequence group 57 is preempted by "
+                            "PreemptionMode.RECOMPUTE mode because there is not enough KV cache space."),
+    ("gpu_collective_failure", "[rank3]:[E ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation "
+                               "timeout: WorkNCCL(SeqNum=1032, OpType=ALLREDUCE) ran for 600000 milliseconds"),
+    ("gpu_fault", "RuntimeError: CUDA error: an illegal memory access was encountered"),
 ]
 
 

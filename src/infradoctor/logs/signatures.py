@@ -105,6 +105,44 @@ SIGNATURES: tuple[Signature, ...] = (
         (r"NVRM: Xid",),
     ),
     Signature(
+        "host_oom_kill", "N006",
+        "The kernel's OOM killer ended a process: the host ran out of memory (a model server or data loader dies "
+        "without a Python traceback).",
+        "Lower the number of workers or the data cached in RAM, set memory limits that match the container, add "
+        "RAM or move work to another node.",
+        (r"Out of memory: Kill(?:ed)? process", r"invoked oom-killer", r"oom-kill:", r"Memory cgroup out of memory"),
+    ),
+    Signature(
+        "model_server_dead", None,
+        "The model server's engine died (vLLM AsyncEngineDeadError / engine core died); every request after it "
+        "fails until the process restarts.",
+        "Read the first error before this line (often CUDA OOM, an NCCL failure or an illegal memory access); make "
+        "the liveness probe fail when the engine is dead so the pod restarts.",
+        (r"AsyncEngineDeadError", r"EngineDeadError", r"Engine loop has died", r"[Ee]ngine core .{0,40}died"),
+    ),
+    Signature(
+        "kv_cache_preemption", None,
+        "The model server preempted running sequences for lack of KV-cache space (vLLM PreemptionMode); they are "
+        "recomputed or swapped, which multiplies latency.",
+        "Lower max_num_seqs / max batch tokens, raise gpu_memory_utilization, or use a GPU with more memory.",
+        (r"preempted by PreemptionMode", r"not enough KV cache space"),
+    ),
+    Signature(
+        "gpu_collective_failure", None,
+        "A GPU collective (NCCL) failed or timed out: one rank is dead, hung or unreachable.",
+        "Find the failing rank (its own log, Xid errors on its node); check NCCL_DEBUG=INFO output and the network "
+        "between nodes; set NCCL timeouts so a hang fails fast.",
+        (r"NCCL error", r"ncclInternalError", r"ncclSystemError", r"Watchdog caught collective operation timeout"),
+    ),
+    Signature(
+        "gpu_fault", None,
+        "A CUDA kernel faulted (illegal memory access, device-side assert): the CUDA context is unusable.",
+        "Restart the process; rerun with CUDA_LAUNCH_BLOCKING=1 or compute-sanitizer to find the kernel; check Xid "
+        "errors on the node.",
+        (r"illegal memory access", r"device-side assert triggered", r"cudaErrorIllegalAddress",
+         r"CUDA error: unspecified launch failure"),
+    ),
+    Signature(
         "client_disconnect", None,
         "The client went away before the response was sent (nginx 499, Envoy DC / code 0, HAProxy C*).",
         "Usually a client timeout shorter than the service's latency: compare the client's timeout with p99.",
@@ -128,7 +166,8 @@ _COMBINED = re.compile(
 _PREFILTER = re.compile(
     r"(?i)upstream|NOSRV|circuit breaker|queue timeout|server available|reset|refused|ECONN|route to host|connect|"
     r"time-?out|overflow|deadline|"
-    r"DEADLINE|memory|OutOfMemory|Xid|assign requested|EADDRNOTAVAIL|open files|EMFILE"
+    r"DEADLINE|memory|OutOfMemory|Xid|assign requested|EADDRNOTAVAIL|open files|EMFILE|oom|EngineDead|engine|"
+    r"preempt|KV cache|NCCL|nccl|device-side|cudaError|CUDA error"
 )
 
 

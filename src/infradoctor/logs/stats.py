@@ -138,59 +138,11 @@ class LogStats:
         if second != NO_TIME:
             self.timeline[(second // 60, klass, signature or "")] += count
 
-    def add_queue(self, second: int, queue_ms: int) -> None:
-        """One request's router queue time."""
+    def add_queue(self, second: int, queue_ms: int, count: int = 1) -> None:
+        """Router queue time of ``count`` requests."""
         if second == NO_TIME or queue_ms == UNKNOWN:
             return
         slot = self.queue.setdefault(second // 60, [0, 0, 0])
-        slot[0] += 1
-        slot[1] += queue_ms
+        slot[0] += count
+        slot[1] += queue_ms * count
         slot[2] = max(slot[2], queue_ms)
-
-    def add_request(
-        self,
-        second: int,
-        status: int | None,
-        request_ms: int,
-        upstreams: list[tuple[str, int, int]],
-        signature: str | None,
-        line: str,
-        *,
-        attempts: int | None,
-        upstream_ms: int = UNKNOWN,
-        subject: str = "-",
-    ) -> None:
-        """One access-log request with its upstream attempts [(address, status, ms)], timeline and event.
-
-        The event's subject is the last upstream tried, else ``subject`` (e.g. the backend that had no server).
-        """
-        self.add_request_counts(status, request_ms, upstreams, attempts, upstream_ms, 1)
-        self.add_timeline(second, status_class(status), signature)
-        if signature is not None:
-            subject = upstreams[-1][0] if upstreams else subject
-            self.add_event(signature, subject, second, line, request_ms)
-
-    def add_request_counts(
-        self,
-        status: int | None,
-        request_ms: int,
-        upstreams: list[tuple[str, int, int]],
-        attempts: int | None,
-        upstream_ms: int,
-        count: int,
-    ) -> None:
-        """Histograms for ``count`` identical requests.
-
-        ``upstream_ms`` overrides the attempt's time for the router-time split (Envoy's upstream service time);
-        ``attempts`` is the number of upstream tries, None where the format cannot show retries.
-        """
-        self.requests += count
-        self.request_hist[(UNKNOWN if status is None else status, request_ms)] += count
-        for attempt in upstreams:
-            self.attempt_hist[attempt] += count
-        if attempts is not None:
-            self.attempts_hist[attempts] += count
-        if len(upstreams) == 1 and request_ms != UNKNOWN:
-            up_ms = upstream_ms if upstream_ms != UNKNOWN else upstreams[0][2]
-            if up_ms != UNKNOWN:
-                self.overhead_hist[max(0, request_ms - up_ms)] += count
