@@ -356,6 +356,13 @@ def test_fix_replaces_the_file_atomically_and_keeps_its_mode(cli, project: Path)
     assert other.stat().st_mode & 0o7777 == 0o755
     leftovers = [p.name for p in project.rglob("*.tmp")]
     assert leftovers == []
+    if os.geteuid() == 0:  # root can give the file away: the fix keeps its owner and group
+        owned = project / "owned.py"
+        owned.write_text("import torch\nd = torch.load('d.pt')\n", encoding="utf-8")
+        os.chown(owned, 4321, 4322)
+        assert cli("scan", "owned.py", "--no-store", "--fix", "--select", "C014").exit_code == 0
+        assert (owned.stat().st_uid, owned.stat().st_gid) == (4321, 4322)
+        assert "weights_only=True" in owned.read_text(encoding="utf-8")
     if os.geteuid() != 0:  # root writes anywhere
         locked = project / "locked"
         locked.mkdir()

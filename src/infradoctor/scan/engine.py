@@ -493,20 +493,25 @@ def write_atomic(path: Path, data: bytes) -> None:
     """Replace the file's content in one step: a temporary file in the same directory, then ``os.replace``.
 
     A crash or a full disk leaves either the old or the new file, never a truncated one. The file's permission
-    bits are kept; a symbolic link is followed (its target is replaced, the link stays).
+    bits (and, where allowed, owner and group) are kept; a symbolic link is followed (its target is replaced, the link
+    stays).
 
     Raises:
         OSError: the directory is not writable, the disk is full, ...
     """
     target = Path(os.path.realpath(path))
-    mode = stat.S_IMODE(target.stat().st_mode)
+    st = target.stat()
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp_name, mode)
+            made = os.fstat(fh.fileno())
+        if (made.st_uid, made.st_gid) != (st.st_uid, st.st_gid):
+            with contextlib.suppress(OSError):  # only root (or a group member) may; the content matters more
+                os.chown(tmp_name, st.st_uid, st.st_gid)
+        os.chmod(tmp_name, stat.S_IMODE(st.st_mode))
         os.replace(tmp_name, target)
     except BaseException:
         with contextlib.suppress(OSError):
