@@ -313,6 +313,7 @@ class Recorder:
         self.alloc_next = 0.0
         self.alloc_started = 0.0
         self.alloc_disabled = False
+        self.alloc_entered = False
         self.retention_live = 0
         self.pending_gpu: list[tuple[Any, Any, str]] = []
         self.discovery_handles: list[Any] = []
@@ -442,8 +443,14 @@ class Recorder:
                 return
             if thread != threading.main_thread().ident:
                 return
+            if not self.alloc_entered and "torch._dynamo" in sys.modules:
+                # the program compiles (torch.compile): a dispatch mode around compiled code could change what it
+                # does, so the leak site comes from model outputs only
+                self.alloc_disabled = True
+                return
             mode = _alloc_sampler(self)
             mode.__enter__()
+            self.alloc_entered = True
             _torch.zeros(1).add_(1)  # the first op in any dispatch mode imports ~800 modules once: pay it here
             self.alloc_started = self.clock()  # ... and leave that one-time cost out of the duty cycle
             self.alloc_mode = mode
