@@ -288,6 +288,8 @@ class Recorder:
         self.internal_code: dict[CodeType, bool] = {}
         self.library_dirs: tuple[str, ...] = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,)
         self.patch_from_pretrained: Callable[[Any], None] | None = None
+        self.installed_code: dict[CodeType, bool] = {}
+        self.installed_dirs: tuple[str, ...] = _installed_dirs()
         self.loads: dict[tuple[str, str, int], dict[str, Any]] = {}
         self.load_depth = 0
         self.constructions: dict[tuple[str, int], dict[str, Any]] = {}
@@ -337,10 +339,30 @@ class Recorder:
             self.internal_code[code] = internal
         return internal
 
+    def is_installed(self, code: CodeType) -> bool:
+        """Code of the standard library or an installed package (site-packages)."""
+        installed = self.installed_code.get(code)
+        if installed is None:
+            installed = code.co_filename.startswith(self.installed_dirs)
+            self.installed_code[code] = installed
+        return installed
+
     def user_frame(self, frame: FrameType | None) -> FrameType | None:
-        while frame is not None and self.is_internal(frame.f_code):
+        """The innermost frame of the user's own code, outside torch and infradoctor.
+
+        Frames of the standard library and installed packages are passed over when a frame of the user's own code
+        lies further out: a pipeline's internals are not where the user can change anything.
+        """
+        first = None
+        while frame is not None:
+            code = frame.f_code
+            if not self.is_internal(code):
+                if not self.is_installed(code):
+                    return frame
+                if first is None:
+                    first = frame
             frame = frame.f_back
-        return frame
+        return first
 
     # ---- steps -----------------------------------------------------------------------------------------------
     def boundary(self, kind: str, now: float, before: bool) -> None:
@@ -813,6 +835,20 @@ def _alloc_sampler(rec: Recorder) -> Any:
             return out
 
     return AllocationSites()  # type: ignore[no-untyped-call]
+
+
+def _installed_dirs() -> tuple[str, ...]:
+    import sysconfig
+
+    dirs = set()
+    for name in ("stdlib", "platstdlib", "purelib", "platlib"):
+        with contextlib.suppress(KeyError, ValueError):
+            dirs.add(os.path.abspath(sysconfig.get_path(name)) + os.sep)
+    import site
+
+    with contextlib.suppress(AttributeError):
+        dirs.update(os.path.abspath(p) + os.sep for p in site.getsitepackages())
+    return tuple(sorted(dirs))
 
 
 def _freed(stats: _ModuleStats) -> None:
