@@ -123,3 +123,19 @@ def test_fail_on_policy(severity: str, code: int) -> None:
 
 def test_parser_builds() -> None:
     assert build_parser().prog == "infradoctor"
+
+
+def test_fail_on_is_validated_before_measuring(cli) -> None:
+    run = cli("node", "--no-host", "--gpu-backend", "none", "--fail-on", "bogus")
+    assert run.exit_code == 2 and "expected one of" in run.stderr
+
+
+def test_store_failure_keeps_the_measurement(cli, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    out = tmp_path / "out.json"
+    run = cli("node", "--no-host", "--gpu-backend", "none", "--store", str(blocker / "store"), "--json", str(out))
+    assert run.exit_code == 0, run.stderr
+    data = json.loads(out.read_text())
+    assert any(e["source"] == "store" for e in data["errors"])
+    assert "not stored" in run.stderr
