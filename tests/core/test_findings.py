@@ -33,6 +33,15 @@ def test_registry_matches_design_catalog() -> None:
     assert {code: s.name for code, s in REGISTRY.items()} == expected
 
 
+def test_codes_and_names_never_change() -> None:
+    # Codes and names are stable forever (users' CI and suppressions depend on them): new codes are appended to
+    # tests/fixtures/catalog.txt; an existing line never changes.
+    snapshot = (Path(__file__).resolve().parents[1] / "fixtures" / "catalog.txt").read_text().split("\n")
+    pinned = dict(line.split(" ", 1) for line in snapshot if line.strip())
+    assert {code: REGISTRY[code].name for code in pinned if code in REGISTRY} == pinned
+    assert set(pinned) <= set(REGISTRY), "a code was removed from the registry"
+
+
 def test_registry_entries_are_complete() -> None:
     for code, entry in REGISTRY.items():
         assert entry.code == code
