@@ -97,3 +97,17 @@ def test_severity_parse() -> None:
     assert Severity.parse("HIGH") is Severity.HIGH
     with pytest.raises(ValueError, match="expected one of"):
         Severity.parse("urgent")
+
+
+def test_registry_commands_match_where_rules_live() -> None:
+    # A rule module under infradoctor.<package>.rules is run by these commands (load's rules also run under
+    # `profile --load-url`, serve's only there).
+    runs_in = {"node": {"node"}, "profile": {"profile"}, "load": {"load", "profile"}, "route": {"route"},
+               "logs": {"logs"}, "scan": {"scan"}, "serve": {"profile"}}
+    emitted: dict[str, set[str]] = {}
+    for module in iter_rule_modules():
+        package = module.__name__.split(".")[1]
+        for code in rule_codes(module):
+            emitted.setdefault(code, set()).update(runs_in[package])
+    for code, commands in emitted.items():
+        assert set(REGISTRY[code].commands) == commands, (code, REGISTRY[code].commands, sorted(commands))
