@@ -13,8 +13,17 @@ _SECRET_KEY = re.compile(
     r"^(?:x_)?(?:authorization|proxy_authorization|cookie|set_cookie|api_?key|access_token|refresh_token|id_token|"
     r"auth_token|bearer_token|token|secret|client_secret|password|passwd|pwd|private_key|session_?id|signature|"
     r"sig|credentials?|amz_security_token|goog_api_key|auth)$"
-    r"|_(?:password|secret|api_?key|access_token|auth_token|bearer_token|private_key)$"
+    r"|_(?:password|passwd|pass|secret|api_?key|key|token|access_token|auth_token|bearer_token|private_key|"
+    r"credentials?)$"
 )
+# ``key=value``, ``key: value`` and ``"key": "value"`` anywhere in free text; the key decides (is_secret_key).
+_KEY_VALUE = re.compile(
+    r"""(?P<q>["']?)(?P<key>[A-Za-z][A-Za-z0-9_.-]{1,60})(?P=q)(?P<sep>[ \t]*[:=][ \t]*)(?P<vq>["']?)"""
+    r"""(?P<value>[^\s"'&,;{}]+)"""
+)
+_NUMBER = re.compile(r"^-?\d+(?:\.\d+)?(?:ms|s|us)?$")  # measurements such as time_to_first_token=12.5
+# ``--api-key VALUE`` inside a command line stored as one string.
+_FLAG_SPACE_VALUE = re.compile(r"(?P<flag>(?<!\S)--?[A-Za-z][A-Za-z0-9_-]+)(?P<sep>\s+)(?P<value>[^\s-]\S*)")
 # Values that look like secrets wherever they appear in free text.
 _INLINE_PATTERNS = (
     re.compile(r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}"),
@@ -72,7 +81,25 @@ def redact_text(text: str, *, _urls: bool = True) -> str:
         out = _QUERY_SECRET.sub(lambda m: m.group(1) + REDACTED, out)
     for pattern in _INLINE_PATTERNS:
         out = pattern.sub(_keep_scheme, out)
+    if ":" in out or "=" in out:
+        out = _KEY_VALUE.sub(_redact_key_value, out)
+    if "-" in out:
+        out = _FLAG_SPACE_VALUE.sub(_redact_flag_value, out)
     return out
+
+
+def _redact_key_value(match: re.Match[str]) -> str:
+    key = match.group("key").rsplit(".", 1)[-1]
+    value = match.group("value")
+    if not is_secret_key(key) or value == REDACTED or _NUMBER.match(value):
+        return match.group(0)
+    return f"{match.group('q')}{match.group('key')}{match.group('q')}{match.group('sep')}{match.group('vq')}{REDACTED}"
+
+
+def _redact_flag_value(match: re.Match[str]) -> str:
+    if not is_secret_key(match.group("flag").lstrip("-")):
+        return match.group(0)
+    return f"{match.group('flag')}{match.group('sep')}{REDACTED}"
 
 
 def _keep_scheme(match: re.Match[str]) -> str:
@@ -106,7 +133,7 @@ def redact(value: Any) -> Any:
         result: dict[str, Any] = {}
         for key, item in value.items():
             skey = str(key)
-            if is_secret_key(skey) and isinstance(item, (str, bytes, int, float)) and item not in ("", None):
+            if is_secret_key(skey) and isinstance(item, (str, bytes)) and item:
                 result[skey] = REDACTED
             elif skey in ("argv", "command") and isinstance(item, list):
                 result[skey] = redact_argv([str(x) for x in item])

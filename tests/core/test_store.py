@@ -106,3 +106,33 @@ def test_damaged_index_is_rebuilt_from_json(tmp_path: Path) -> None:
     second = store.save(make(label="after"))
     assert {r.id for r in store.list()} == {first.run_id, second.run_id}
     assert list(store.root.glob("index.sqlite.damaged-*"))
+
+
+@pytest.mark.parametrize(
+    ("text", "secret", "kept"),
+    [
+        ("ERROR request failed token=abc123 password=hunter2 user=bob", ["abc123", "hunter2"], ["user=bob"]),
+        ('{"api_key": "sk_live_zzz", "prompt_tokens": 45, "max_tokens": 128}', ["sk_live_zzz"], ['"max_tokens": 128']),
+        ("python serve.py --api-key S1ekrit --port 8000 --max-tokens 5", ["S1ekrit"], ["--port 8000", "--max-tokens 5"]),
+        ("X-Goog-Api-Key: AIzaSyABCDEF", ["AIzaSyABCDEF"], []),
+        ("Authorization: Bearer abcdefghijkl", ["abcdefghijkl"], []),
+        ('GET /v1/models?api_key=zzz9 HTTP/1.1" 200 time_to_first_token=12.5', ["zzz9"], ["time_to_first_token=12.5"]),
+    ],
+)
+def test_free_text_redaction(text: str, secret: list[str], kept: list[str]) -> None:
+    from infradoctor.redact import redact_text
+
+    out = redact_text(text)
+    for s in secret:
+        assert s not in out, out
+    for k in kept:
+        assert k in out, out
+
+
+def test_argv_and_mapping_redaction() -> None:
+    from infradoctor.redact import redact, redact_argv
+
+    assert redact_argv(["python", "t.py", "--hf-token", "abc123secret", "--steps", "5"]) == [
+        "python", "t.py", "--hf-token", "[REDACTED]", "--steps", "5"]
+    data = redact({"headline": {"time_to_first_token": 12.3}, "hf_token": "x", "cmdline": "srv --api-key Q9"})
+    assert data == {"headline": {"time_to_first_token": 12.3}, "hf_token": "[REDACTED]", "cmdline": "srv --api-key [REDACTED]"}

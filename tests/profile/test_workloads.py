@@ -62,6 +62,7 @@ def test_healthy_controls_have_nothing_above_low(script: str, result_validator) 
     assert metrics["headline"]["samples_per_s"] > 0
     assert metrics["steps"]["boundary"] == ("optimizer" if "training" in script else "dataloader")
     assert 0 < len(metrics["distributions"]["step_time_ms"]) <= 5000
+    assert metrics["model"]["alloc_sites"] == []  # no growth suspected: allocation sampling never started
     fractions = metrics["steps"]["phase_fraction"]
     assert sum(fractions.values()) == pytest.approx(1.0, abs=0.02)
 

@@ -333,6 +333,7 @@ frontend fe
     default_backend be
 backend be
     balance roundrobin
+{"    option httpchk GET /health" if check else ""}
     timeout server {int(server_timeout_s * 1000)}ms
     retries {retries}
     retry-on {retry_on}

@@ -98,3 +98,13 @@ def test_ctrl_c_ends_early_with_a_partial_result(tmp_path: Path, result_validato
     result_validator(data)
     assert any(e["source"] == "route.interrupted" for e in data["errors"])
     assert data["metrics"]["plan"]["measured_s"] < 30 and data["metrics"]["paths"][0]["ok"] > 0
+
+
+def test_direct_concurrency_defaults_to_the_routed_share_of_one_backend() -> None:
+    from infradoctor.route.diagnose import RouteOptions, direct_concurrency_for
+
+    three = ("http://a:1", "http://b:1", "http://c:1")
+    assert direct_concurrency_for(RouteOptions("http://lb/", three, concurrency=8)) == 3
+    assert direct_concurrency_for(RouteOptions("http://lb/", three[:1], concurrency=8)) == 8
+    assert direct_concurrency_for(RouteOptions("http://lb/", three, concurrency=1)) == 1
+    assert direct_concurrency_for(RouteOptions("http://lb/", three, concurrency=8, direct_concurrency=8)) == 8

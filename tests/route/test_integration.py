@@ -78,6 +78,20 @@ def test_backend_failing_a_share_of_requests_is_named(cli, tmp_path, result_vali
     assert "R001" not in codes(result), [f for f in result["findings"] if f["code"] == "R001"]
 
 
+def test_haproxy_active_health_check_keeps_a_failing_backend(cli, tmp_path, result_validator) -> None:
+    specs = [{"latency_ms": 2}, {"latency_ms": 2, "fail_rate": 0.5, "fail_status": 500}]
+    with backends(tmp_path, specs) as bs, haproxy(haproxy_config(bs, check=True), tmp_path) as r:
+        result = route(cli, tmp_path, r.url + "/predict", urls(bs), "--health-path", "/health",
+                       validator=result_validator)
+        haproxy_log = r.log_text()
+    # HAProxy's own GET /health passes, so it keeps sending half of the traffic to the failing backend
+    assert "DOWN" not in haproxy_log
+    assert 0.15 < result["metrics"]["paths"][0]["error_rate"] < 0.4
+    assert finding(result, "R010")["evidence"]["backend"] == bs[1].url
+    assert finding(result, "R003")["evidence"]["backend"] == bs[1].url
+    assert result["metrics"]["backends"][1]["health"]["url"].endswith("/health")
+
+
 def test_passive_health_checks_eject_the_failing_backend(cli, tmp_path, result_validator) -> None:
     specs = [{"latency_ms": 3}, {"latency_ms": 3, "fail_rate": 0.4}]
     conf_args = {"max_fails": 1, "fail_timeout_s": 1, "next_upstream": "error timeout http_500"}

@@ -20,11 +20,12 @@ from infradoctor.route.rules._common import DEFAULT_SLOW_MS
 class RouteCommand(Command):
     """Is it the router or the node? Compare requests through the router with the same requests sent directly.
 
-    The same request goes through the router and straight to each backend, interleaved in time at the same
-    concurrency, so drift hits every path alike. Reports per-path percentiles with confidence intervals, the
-    latency the router adds at p50 and p99, which backend served each routed request (from X-Upstream-Addr,
-    X-Served-By, X-Backend or x-envoy-upstream-host), unhealthy or slow backends, uneven distribution, retries,
-    the router's timeout, a health-check audit, and TCP connect times.
+    The same request goes through the router and straight to each backend, interleaved in time, with each
+    backend as loaded on its direct path as the router loads it, so drift and load hit every path alike.
+    Reports per-path percentiles with confidence intervals, the latency the router adds at p50 and p99, which
+    backend served each routed request (from X-Upstream-Addr, X-Served-By, X-Backend or x-envoy-upstream-host),
+    unhealthy or slow backends, uneven distribution, retries, the router's timeout, a health-check audit, and TCP
+    connect times.
 
     Example: infradoctor route --router http://lb:8080/predict --backend http://10.0.0.5:8000
     --backend http://10.0.0.6:8000 --method POST --body req.json --duration 20
@@ -45,7 +46,16 @@ class RouteCommand(Command):
         parser.add_argument("--method", "-X", default=None, help="HTTP method (default GET, POST with --body)")
         parser.add_argument("--body", metavar="FILE", type=Path, help="request body file")
         parser.add_argument("-H", "--header", action="append", default=[], metavar="'K: V'", help="request header")
-        parser.add_argument("--concurrency", "-c", type=int, default=4, help="in-flight requests per path (4)")
+        parser.add_argument(
+            "--concurrency", "-c", type=int, default=4, help="in-flight requests through the router (4)"
+        )
+        parser.add_argument(
+            "--direct-concurrency",
+            type=int,
+            metavar="N",
+            help="in-flight requests to each backend directly (default: concurrency / backends, rounded up: "
+            "the load the router gives each backend)",
+        )
         parser.add_argument("--duration", type=float, default=10.0, metavar="S", help="measurement length (10 s)")
         parser.add_argument("--requests", type=int, default=100_000, metavar="N", help="request budget (100000)")
         parser.add_argument("--timeout", type=float, default=30.0, metavar="S", help="per-request timeout (30 s)")
@@ -83,6 +93,7 @@ class RouteCommand(Command):
             body=body,
             headers=parse_headers(args.header),
             concurrency=args.concurrency,
+            direct_concurrency=args.direct_concurrency,
             duration_s=args.duration,
             max_requests=args.requests,
             timeout_s=args.timeout,

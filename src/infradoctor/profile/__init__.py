@@ -5,11 +5,13 @@ Library entry points: :func:`infradoctor.profile.launcher.start_profiled` (start
 
 ``metrics`` layout of a profile result:
 
-- ``workload``: ``exit_status`` (shell style: 128+N when killed by signal N), ``signal``, ``stop_reason`` (exit/steps/duration/stopped/interrupted), ``duration_s``,
-  ``instrumented``, ``torch_imported``, ``torch_version``, ``cuda``, ``profile_kind`` (``torch`` or ``cpu-only``).
+- ``workload``: ``exit_status`` (shell style: 128+N when killed by signal N), ``signal``, ``stop_reason``
+  (exit/steps/duration/stopped/interrupted), ``duration_s``, ``instrumented``, ``torch_imported``,
+  ``torch_version``, ``cuda``, ``profile_kind`` (``torch`` or ``cpu-only``).
 - ``headline``: ``samples_per_s``, ``steps_per_s``, ``step_time_ms_p50``, ``step_time_ms_p90``,
   ``data_wait_fraction``, ``peak_rss_mb``, ``steps`` (+ ``cuda_peak_mb``, ``gpu_util_mean`` on GPU).
-- ``steps``: ``count``, ``kept`` (steps held for analysis: long runs are thinned evenly), ``warmup``, ``steady``, ``boundary`` (what marks a step: optimizer/dataloader/forward),
+- ``steps``: ``count``, ``kept`` (steps held for analysis: long runs are thinned evenly), ``warmup``, ``steady``,
+  ``boundary`` (what marks a step: optimizer/dataloader/forward),
   ``time_s``, ``phase_ms_per_step`` and ``phase_fraction`` (data_wait, h2d, forward, backward, optimizer, sync,
   load, other; steady steps), ``step_time_ms`` (p50, p90, p99, mean, first, warmup_mean), ``forwards``,
   ``backwards``, ``optimizer_steps``.
@@ -18,7 +20,8 @@ Library entry points: :func:`infradoctor.profile.launcher.start_profiled` (start
 - ``memory``: ``peak_rss_mb``, ``start_rss_mb``, ``peak_heap_mb``, ``cuda_peak_mb``, ``trend`` (source, readings,
   growth_kb_per_step, growth_mb, r2) and ``timeline`` (columns/rows: step, rss_mb, heap_mb, cuda_mb).
 - ``model``: ``modules`` (top-level modules: class, params, calls, time, batch size, grad/train-mode calls, call
-  site), ``loads`` and ``constructions`` with call sites.
+  site), ``loads`` and ``constructions`` with call sites, ``alloc_sites`` (sampled once memory growth is suspected:
+  site, sampled and still-alive allocations and bytes).
 - ``syncs``: host reads by site (kind, site, calls, per_step, time_ms, loop_ms).
 - ``dataloader``: ``loaders`` (configuration, call site, batches, wait), ``item_time_ms``, ``worker_processes``.
 - ``h2d``, ``precision``: GPU copy counters and matmul precision settings.

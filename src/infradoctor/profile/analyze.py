@@ -147,7 +147,9 @@ def analyze(evidence: ProfileEvidence) -> ProfileAnalysis:
     """Derive the steady-state picture of a run."""
     steps = tuple(s for s in evidence.steps if not s.partial)
     warm = warmup_count(len(steps))
-    warmup, steady = steps[:warm], steps[warm:]
+    # steps with allocation sampling run slower: their memory readings count, their timing does not
+    warmup = tuple(s for s in steps[:warm] if not s.alloc_sampled)
+    steady = tuple(s for s in steps[warm:] if not s.alloc_sampled)
     phase_s = dict.fromkeys(PHASES, 0.0)
     for step in steady:
         for name, value in _phase_seconds(step).items():
@@ -167,11 +169,11 @@ def analyze(evidence: ProfileEvidence) -> ProfileAnalysis:
         steady=steady,
         phase_s=phase_s,
         steady_time_s=steady_time,
-        steps_time_s=sum(s.duration_s for s in steps),
+        steps_time_s=sum(s.duration_s for s in steps if not s.alloc_sampled),
         step_ms=tuple(1000.0 * s.duration_s for s in steady),
         samples_per_s=samples / steady_time if steady_time > 0 and samples else None,
         steps_per_s=len(steady) / steady_time if steady_time > 0 else None,
-        memory=memory_trend(steady, evidence.cuda),
+        memory=memory_trend(steps[warm:], evidence.cuda),
         cores=cores,
         gpu_util_mean=gpu_util,
         main=evidence.module(evidence.main_module),
@@ -369,6 +371,11 @@ def build_metrics(analysis: ProfileAnalysis) -> dict[str, Any]:
                        "time_ms": _ms(load.time_s)} for load in ev.loads],
             "constructions": [{"class": c.cls, "site": f"{c.file}:{c.line}", "count": c.count, "params": c.params}
                               for c in ev.constructions if c.count],
+            "alloc_sites": [
+                {"site": f"{a.get('file')}:{a.get('line')}", "sampled": a.get("sampled"),
+                 "alive": a.get("alive"), "alive_mb": _mb(a.get("alive_bytes"))}
+                for a in sorted(ev.alloc_sites, key=lambda a: -int(a.get("alive_bytes") or 0))[:10]
+            ],
         },
         "syncs": syncs,
         "dataloader": {"loaders": loaders, "item_time_ms": _round(item_ms, 4),

@@ -66,6 +66,8 @@ class StepRecord:
     """GPU time of forward/backward resolved from CUDA events during this step (GPU only)."""
     partial: bool = False
     """The last step, cut short by the end of the run."""
+    alloc_sampled: bool = False
+    """Allocation sites were followed during this step (slower: left out of timing statistics)."""
 
     @property
     def duration_s(self) -> float:
@@ -101,6 +103,7 @@ class StepRecord:
             cuda_alloc_bytes=row.get("cuda_alloc"),
             gpu_busy_s=row.get("gpu_busy"),
             partial=bool(row.get("partial", False)),
+            alloc_sampled=bool(row.get("alloc_sampled", False)),
         )
 
 
@@ -369,6 +372,9 @@ class ProfileEvidence:
     """Start, Unix time."""
     cpu_count: int = 0
     """Logical CPUs of the machine (0 when unknown)."""
+    alloc_sites: tuple[Mapping[str, Any], ...] = ()
+    """Sampled tensor allocations by user line once growth was suspected: ``file``, ``line``, ``sampled``,
+    ``sampled_bytes``, ``alive``, ``alive_bytes`` (still alive at the end)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (for recording evidence)."""
@@ -394,6 +400,7 @@ class ProfileEvidence:
         )
         d["system"] = tuple(SystemSample.from_dict(s) for s in d.get("system") or ())
         d["errors"] = tuple(d.get("errors") or ())
+        d["alloc_sites"] = tuple(d.get("alloc_sites") or ())
         return _build(cls, d)
 
     def module(self, key: int | None) -> ModuleUse | None:
@@ -501,6 +508,7 @@ def read_events(
         peak_rss_bytes=peak,
         precision=dict(state.get("precision") or {}),
         errors=tuple(state.get("errors") or ()),
+        alloc_sites=tuple(state.get("alloc_sites") or ()),
         started_wall=state.get("started_wall"),
         **common,
     )

@@ -44,8 +44,8 @@ DISCOVERY_QUIET_CALLS = 50
 """Top-level calls without a new top-level module after which the global discovery hooks are dropped."""
 SITE_RESOLVE_CALLS = 3
 """A top-level module's call sites are resolved (stack walk) only for its first few calls."""
-MEMORY_READ_INTERVAL_S = 0.1
-"""At most 10 memory reads per second."""
+MEMORY_READ_INTERVAL_S = 0.05
+"""At most 20 memory reads per second (each costs a few microseconds)."""
 FLUSH_INTERVAL_S = 1.0
 """Evidence files are rewritten about once a second (and at exit)."""
 RETENTION_SAMPLE_INTERVAL_S = 0.05
@@ -54,6 +54,14 @@ RETENTION_MAX_LIVE = 2000
 """At most this many sampled outputs are watched at once."""
 WORKER_FLUSH_INTERVAL_S = 0.5
 """DataLoader workers end with os._exit: they write their evidence this often and in a finally."""
+ALLOC_DUTY_CYCLE = 0.02
+"""Share of run time that allocation-site sampling (a TorchDispatchMode over one step) may take."""
+ALLOC_MIN_BYTES = 4096
+"""Allocations smaller than this are not followed."""
+GROWTH_WINDOW = 5
+"""Memory readings that must rise (by GROWTH_SUSPECT_BYTES) before allocation sites are sampled."""
+GROWTH_SUSPECT_BYTES = 2 * 1024 * 1024
+"""Rise over the window that makes growth suspect."""
 
 _MODE_RANK = {None: 0, "forward": 1, "dataloader": 2, "optimizer": 3}
 
@@ -227,7 +235,7 @@ class _SiteStats:
 class _Step:
     __slots__ = (
         "t0", "data_wait", "h2d", "forward", "backward", "optimizer", "sync", "load", "samples", "forwards",
-        "backwards", "syncs", "batches", "gpu", "active_sites",
+        "backwards", "syncs", "batches", "gpu", "active_sites", "alloc_sampled",
     )
 
     def __init__(self, t0: float) -> None:
@@ -246,6 +254,7 @@ class _Step:
         self.batches = 0
         self.gpu = 0.0
         self.active_sites: list[_SiteStats] = []
+        self.alloc_sampled = False
 
 
 class Recorder:
@@ -279,6 +288,8 @@ class Recorder:
         self.internal_code: dict[CodeType, bool] = {}
         self.library_dirs: tuple[str, ...] = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,)
         self.patch_from_pretrained: Callable[[Any], None] | None = None
+        self.installed_code: dict[CodeType, bool] = {}
+        self.installed_dirs: tuple[str, ...] = _installed_dirs()
         self.loads: dict[tuple[str, str, int], dict[str, Any]] = {}
         self.load_depth = 0
         self.constructions: dict[tuple[str, int], dict[str, Any]] = {}
@@ -296,6 +307,15 @@ class Recorder:
         self.step: _Step = _Step(self.clock())
         self.step_buffer: list[dict[str, Any]] = []
         self.last_retention_sample = -1.0
+        self.heap_window: list[int] = []
+        self.growth_suspect = False
+        self.alloc_sites: dict[tuple[str, int], list[int]] = {}
+        self.alloc_mode: Any = None
+        self.alloc_thread: int | None = None
+        self.alloc_next = 0.0
+        self.alloc_started = 0.0
+        self.alloc_disabled = False
+        self.alloc_entered = False
         self.retention_live = 0
         self.pending_gpu: list[tuple[Any, Any, str]] = []
         self.discovery_handles: list[Any] = []
@@ -319,10 +339,30 @@ class Recorder:
             self.internal_code[code] = internal
         return internal
 
+    def is_installed(self, code: CodeType) -> bool:
+        """Code of the standard library or an installed package (site-packages)."""
+        installed = self.installed_code.get(code)
+        if installed is None:
+            installed = code.co_filename.startswith(self.installed_dirs)
+            self.installed_code[code] = installed
+        return installed
+
     def user_frame(self, frame: FrameType | None) -> FrameType | None:
-        while frame is not None and self.is_internal(frame.f_code):
+        """The innermost frame of the user's own code, outside torch and infradoctor.
+
+        Frames of the standard library and installed packages are passed over when a frame of the user's own code
+        lies further out: a pipeline's internals are not where the user can change anything.
+        """
+        first = None
+        while frame is not None:
+            code = frame.f_code
+            if not self.is_internal(code):
+                if not self.is_installed(code):
+                    return frame
+                if first is None:
+                    first = frame
             frame = frame.f_back
-        return frame
+        return first
 
     # ---- steps -----------------------------------------------------------------------------------------------
     def boundary(self, kind: str, now: float, before: bool) -> None:
@@ -368,6 +408,8 @@ class Recorder:
             "syncs": s.syncs,
             "batches": s.batches,
         }
+        if s.alloc_sampled:
+            record["alloc_sampled"] = True
         if self.pending_gpu:
             self.resolve_gpu(record)
         if now - self.last_mem >= MEMORY_READ_INTERVAL_S:
@@ -380,6 +422,13 @@ class Recorder:
                 self.peak_rss = rss
             if heap is not None and heap > self.peak_heap:
                 self.peak_heap = heap
+            if heap is not None and not self.growth_suspect:
+                window = self.heap_window
+                window.append(heap)
+                if len(window) > GROWTH_WINDOW:
+                    del window[0]
+                    rising = all(b >= a for a, b in zip(window, window[1:], strict=False))
+                    self.growth_suspect = rising and window[-1] - window[0] >= GROWTH_SUSPECT_BYTES
             if self.cuda_in_use():
                 try:
                     import torch
@@ -390,11 +439,49 @@ class Recorder:
         self.step_buffer.append(record)
         self.steps_total += 1
         self.step = _Step(now)
+        if self.alloc_mode is not None or (self.growth_suspect and not self.alloc_disabled and now >= self.alloc_next):
+            self.toggle_alloc_sampling(now)
         if self.max_steps and self.steps_total >= self.max_steps and not self.stop_requested:
             self.stop_requested = True
             import signal
 
             os.kill(os.getpid(), signal.SIGINT)
+
+    def toggle_alloc_sampling(self, now: float) -> None:
+        """Follow the allocations of one whole step (a TorchDispatchMode), then pause.
+
+        The pause keeps the cost at most ALLOC_DUTY_CYCLE of run time; sampling starts only once memory growth is
+        suspected (a healthy run never pays the dispatch mode's one-time import).
+        """
+        thread = threading.get_ident()
+        try:
+            if self.alloc_mode is not None:
+                if thread != self.alloc_thread:
+                    return
+                mode, self.alloc_mode = self.alloc_mode, None
+                mode.__exit__(None, None, None)
+                spent = self.clock() - self.alloc_started
+                self.alloc_next = self.clock() + spent / ALLOC_DUTY_CYCLE
+                return
+            if thread != threading.main_thread().ident:
+                return
+            if not self.alloc_entered and "torch._dynamo" in sys.modules:
+                # the program compiles (torch.compile): a dispatch mode around compiled code could change what it
+                # does, so the leak site comes from model outputs only
+                self.alloc_disabled = True
+                return
+            mode = _alloc_sampler(self)
+            mode.__enter__()
+            self.alloc_entered = True
+            _torch.zeros(1).add_(1)  # the first op in any dispatch mode imports ~800 modules once: pay it here
+            self.alloc_started = self.clock()  # ... and leave that one-time cost out of the duty cycle
+            self.alloc_mode = mode
+            self.alloc_thread = thread
+            self.step.alloc_sampled = True
+        except Exception as exc:  # noqa: BLE001
+            self.alloc_disabled = True
+            self.alloc_mode = None
+            _warn_once("memory.alloc-sites", exc)
 
     def resolve_gpu(self, record: dict[str, Any]) -> None:
         """Elapsed GPU time of finished CUDA event pairs; unfinished ones wait (no sync in the hot path)."""
@@ -619,6 +706,10 @@ class Recorder:
                 "cuda_peak": self.cuda_peak(),
             },
             "precision": self.precision(),
+            "alloc_sites": [
+                {"file": f, "line": ln, "sampled": v[0], "sampled_bytes": v[1], "alive": v[2], "alive_bytes": v[3]}
+                for (f, ln), v in list(self.alloc_sites.items())
+            ],
             "errors": list(self.errors.values()),
         }
 
@@ -691,6 +782,10 @@ class Recorder:
         if self.final or os.getpid() != self.pid:
             return
         self.exit_status = exit_status
+        if self.alloc_mode is not None and threading.get_ident() == self.alloc_thread:
+            with contextlib.suppress(Exception):
+                self.alloc_mode.__exit__(None, None, None)
+            self.alloc_mode = None
         try:
             s = self.step
             if self.has_content():
@@ -704,6 +799,56 @@ class Recorder:
         self.final = True
         self.writer_stop.set()
         self.flush()
+
+
+def _alloc_sampler(rec: Recorder) -> Any:
+    """A dispatch mode that notes the user line of each large op output and whether it is ever freed."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    tensor_cls = _torch.Tensor
+
+    def freed(entry: list[int], nbytes: int) -> None:
+        entry[2] -= 1
+        entry[3] -= nbytes
+
+    class AllocationSites(TorchDispatchMode):  # type: ignore[misc,no-untyped-call]
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            out = func(*args, **(kwargs or {}))
+            try:
+                first = out[0] if isinstance(out, (tuple, list)) and out else out
+                if isinstance(first, tensor_cls) and not first._is_view():
+                    nbytes = int(first.untyped_storage().nbytes())
+                    if nbytes >= ALLOC_MIN_BYTES:
+                        frame = rec.user_frame(sys._getframe(1))
+                        if frame is not None:
+                            key = (frame.f_code.co_filename, frame.f_lineno)
+                            entry = rec.alloc_sites.get(key)
+                            if entry is None:
+                                entry = rec.alloc_sites[key] = [0, 0, 0, 0]
+                            entry[0] += 1
+                            entry[1] += nbytes
+                            entry[2] += 1
+                            entry[3] += nbytes
+                            weakref.finalize(first, freed, entry, nbytes).atexit = False
+            except Exception as exc:  # noqa: BLE001
+                _warn_once("memory.alloc-sites", exc)
+            return out
+
+    return AllocationSites()  # type: ignore[no-untyped-call]
+
+
+def _installed_dirs() -> tuple[str, ...]:
+    import sysconfig
+
+    dirs = set()
+    for name in ("stdlib", "platstdlib", "purelib", "platlib"):
+        with contextlib.suppress(KeyError, ValueError):
+            dirs.add(os.path.abspath(sysconfig.get_path(name)) + os.sep)
+    import site
+
+    with contextlib.suppress(AttributeError):
+        dirs.update(os.path.abspath(p) + os.sep for p in site.getsitepackages())
+    return tuple(sorted(dirs))
 
 
 def _freed(stats: _ModuleStats) -> None:

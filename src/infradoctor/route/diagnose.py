@@ -7,6 +7,7 @@ in :mod:`infradoctor.route`.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,7 +54,10 @@ class RouteOptions:
     headers: Mapping[str, str] = field(default_factory=dict)
     """Extra request headers."""
     concurrency: int = 4
-    """In-flight requests on the active path."""
+    """In-flight requests through the router while its path is active."""
+    direct_concurrency: int | None = None
+    """In-flight requests to one backend on its direct path; None: ``ceil(concurrency / backends)``, the load the
+    router gives each backend, so both paths see the backends equally loaded."""
     per_worker: int = 2
     """Requests per connection per slot."""
     duration_s: float = 10.0
@@ -93,6 +97,13 @@ def backend_request_url(router: str, backend: str) -> str:
     return urlunsplit((b.scheme, b.netloc, r.path or "/", r.query, ""))
 
 
+def direct_concurrency_for(options: RouteOptions) -> int:
+    """Connections on a direct path: as given, or by default the share of the routed concurrency one backend gets."""
+    if options.direct_concurrency is not None:
+        return options.direct_concurrency
+    return max(1, math.ceil(options.concurrency / len(options.backends)))
+
+
 def validate(options: RouteOptions) -> None:
     """Raise UsageError for anything that cannot be probed."""
     for url in (options.router, *options.backends):
@@ -113,6 +124,8 @@ def validate(options: RouteOptions) -> None:
         raise UsageError("--weights must be non-negative with a positive sum")
     if options.concurrency < 1 or options.per_worker < 1:
         raise UsageError("--concurrency must be at least 1")
+    if options.direct_concurrency is not None and options.direct_concurrency < 1:
+        raise UsageError("--direct-concurrency must be at least 1")
     if options.duration_s <= 0 or options.timeout_s <= 0:
         raise UsageError("--duration and --timeout must be positive")
 
@@ -173,8 +186,14 @@ async def _probe(options: RouteOptions) -> ProbeRun:
     capture = tuple(dict.fromkeys([*UPSTREAM_HEADERS, *ATTEMPT_HEADERS, *(
         [options.backend_header.lower()] if options.backend_header else []
     )]))
+    direct_concurrency = direct_concurrency_for(options)
+    # Same requests per slot on every path: fewer connections each send more, so slots last alike.
+    direct_per_worker = max(1, round(options.per_worker * options.concurrency / direct_concurrency))
     paths = [ProbePath(ROUTER, ROUTER, options.router)]
-    paths += [ProbePath(url, DIRECT, backend_request_url(options.router, url)) for url in options.backends]
+    paths += [
+        ProbePath(url, DIRECT, backend_request_url(options.router, url), direct_concurrency, direct_per_worker)
+        for url in options.backends
+    ]
     plan = ProbePlan(
         concurrency=options.concurrency,
         per_worker=options.per_worker,
@@ -257,6 +276,7 @@ def build_metrics(evidence: RouteEvidence, run: ProbeRun, options: RouteOptions)
         },
         "plan": {
             "concurrency": options.concurrency,
+            "direct_concurrency": direct_concurrency_for(options),
             "per_worker": options.per_worker,
             "duration_s": options.duration_s,
             "measured_s": round(evidence.duration_s, 3),

@@ -1,7 +1,9 @@
 """The interleaved prober: the same requests through the router and straight to each backend, alternating in time.
 
-Time is cut into slots. In each slot one path (the router, or one backend directly) carries ``concurrency``
+Time is cut into slots. In each slot one path (the router, or one backend directly) carries its ``concurrency``
 keep-alive connections, each sending ``per_worker`` requests one after another; then the next path takes over.
+(``infradoctor route`` gives a direct path the share of the routed concurrency one backend gets through the
+router, and more requests per connection, so slots last alike and each backend is equally loaded on both paths.)
 The order alternates router and backends (``router, b1, router, b2, ...``), so the routed path gets as many slots
 as all direct paths together and every direct slot sits next to a routed one: slow drift on the host (other
 processes, thermal, GC) hits both sides alike, and only one path loads the backends at a time. A path whose last
@@ -63,6 +65,10 @@ class ProbePath:
     """``router`` or ``direct``."""
     url: str
     """Full request URL on this path (base URL plus the request path)."""
+    concurrency: int | None = None
+    """Connections on this path while it is active; None for the plan's."""
+    per_worker: int | None = None
+    """Requests per connection per slot on this path; None for the plan's."""
 
 
 @dataclass(frozen=True)
@@ -125,7 +131,9 @@ async def run_probe(
     opened: Callable[[Sender], int] | None = None,
 ) -> ProbeRun:
     """Probe ``paths`` in alternating slots until the plan's duration or request budget is spent."""
-    senders: dict[str, list[Sender]] = {p.name: [make_sender(p.url) for _ in range(plan.concurrency)] for p in paths}
+    senders: dict[str, list[Sender]] = {
+        p.name: [make_sender(p.url) for _ in range(p.concurrency or plan.concurrency)] for p in paths
+    }
     samples: list[Sample] = []
     seq: dict[str, int] = {p.name: 0 for p in paths}
     header_counts: dict[str, int] = {}
@@ -171,7 +179,8 @@ async def run_probe(
                 if path.name in unreachable:  # one request per slot keeps watching without waiting on timeouts
                     await worker(path, senders[path.name][0], 1)
                 else:
-                    await asyncio.gather(*(worker(path, s, plan.per_worker) for s in senders[path.name]))
+                    requests = path.per_worker or plan.per_worker
+                    await asyncio.gather(*(worker(path, s, requests) for s in senders[path.name]))
                 if all(s.error in CONNECT_ERROR_CLASSES for s in samples[before:]):
                     unreachable.add(path.name)
                 else:

@@ -13,8 +13,11 @@ How it is measured:
     Per step (at most 10 reads/s) ``/proc/self/statm`` and glibc ``mallinfo2`` (or
     ``torch.cuda.memory_allocated``) are read; a least-squares line is fitted over steady steps. Fires when the
     slope is at least ``MIN_SLOPE_BYTES`` per step, the fitted growth at least ``MIN_GROWTH_BYTES`` and the fit
-    ``MIN_R2``. The leak site: outputs of top-level calls are sampled (one per 50 ms) with weak-reference
-    finalizers; a call site whose sampled outputs stay alive is the one that keeps them.
+    ``MIN_R2``. The leak site, two ways: once the heap has risen over 8 readings, one step's tensor allocations
+    are followed (a TorchDispatchMode with a weak-reference finalizer per allocation of at least 4 KB, noting the
+    user line), paused so that it takes at most 2% of run time; the line whose sampled allocations stay alive
+    (``RETAINED_SHARE``, at least ``MIN_RETAINED_BYTES``) is the leak site. Failing that, outputs of top-level
+    model calls sampled every 50 ms: a call site whose outputs stay alive.
 
 Fix:
     Keep ``.detach().cpu()`` copies or ``.item()`` values instead of the tensors themselves, and run inference
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 from infradoctor.findings import Finding, make_finding
 from infradoctor.profile.analyze import ProfileAnalysis
-from infradoctor.profile.rules._common import RuleOptions, module_location
+from infradoctor.profile.rules._common import RuleOptions, location, module_location
 
 CODE = "P007"
 MIN_SLOPE_BYTES = 32 * 1024
@@ -38,21 +41,28 @@ RETAINED_SHARE = 0.5
 """A call site is the leak site when at least this share of its sampled outputs stayed alive."""
 MIN_RETAINED = 3
 """... and at least this many."""
+MIN_RETAINED_BYTES = 64 * 1024
+"""A sampled allocation site must keep at least this much alive."""
 
 
 def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
-    """Steady memory growth and the site that keeps its outputs."""
+    """Steady memory growth and the site that keeps its tensors."""
     trend = analysis.memory
     if trend is None or len(analysis.steady) < options.min_steps:
         return []
     if trend.slope_bytes_per_step < MIN_SLOPE_BYTES or trend.growth_bytes < MIN_GROWTH_BYTES or trend.r2 < MIN_R2:
         return []
+    alloc = [
+        a for a in analysis.evidence.alloc_sites
+        if int(a.get("alive_bytes") or 0) >= MIN_RETAINED_BYTES
+        and int(a.get("alive") or 0) >= RETAINED_SHARE * int(a.get("sampled") or 1)
+    ]
+    top_alloc = max(alloc, key=lambda a: int(a.get("alive_bytes") or 0), default=None)
     kept = [
         m for m in analysis.evidence.modules
         if m.retained_alive >= MIN_RETAINED and m.retained_alive >= RETAINED_SHARE * m.retained_sampled
     ]
     leak = max(kept, key=lambda m: (m.params, m.retained_alive), default=None)
-    loc = module_location(leak, options) if leak else None
     evidence = {
         "growth_kb_per_step": round(trend.slope_bytes_per_step / 1024, 1),
         "growth_mb": round(trend.growth_bytes / 1e6, 2),
@@ -61,18 +71,28 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
         "readings": trend.readings,
         "steps": len(analysis.steady),
     }
-    if leak:
+    loc = None
+    if top_alloc is not None:
+        loc = location(str(top_alloc.get("file")), int(top_alloc.get("line") or 0), options)
+        evidence |= {"sampled_allocations": top_alloc.get("sampled"), "still_alive": top_alloc.get("alive"),
+                     "still_alive_mb": round(int(top_alloc.get("alive_bytes") or 0) / 1e6, 2)}
+        site = f"tensors allocated at {loc} stay alive"
+    elif leak is not None:
+        loc = module_location(leak, options)
         evidence |= {"kept_outputs_of": leak.cls, "sampled_outputs": leak.retained_sampled,
                      "still_alive": leak.retained_alive}
-    site = f"the outputs of {leak.cls} called at {loc} stay alive" if leak else "no single call site was identified"
+        site = f"the outputs of {leak.cls} called at {loc} stay alive"
+    else:
+        site = "no single call site was identified"
     return [
         make_finding(
             CODE,
             f"Memory grows {trend.slope_bytes_per_step / 1024:.0f} KB per step "
             f"({trend.growth_bytes / 1e6:.1f} MB over {len(analysis.steady)} steps); {site}",
             evidence,
-            fix=(f"The results of the call at {loc} are kept with their graph: store out.detach().cpu() or "
-                 ".item() instead, and run inference under torch.inference_mode()." if leak else None),
+            fix=(f"The tensors made at {loc} are kept (with their autograd graph, if any): store "
+                 "out.detach().cpu() or .item() instead, bound the list, and run inference under "
+                 "torch.inference_mode()." if loc else None),
             location=loc,
             impact=None,
         )

@@ -1,0 +1,45 @@
+"""Memory growth: the leak site from sampled allocations, not only from model outputs."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from infradoctor.profile.launcher import ProfileOptions
+from infradoctor.profile.result import profile_run
+from infradoctor.profile.rules import RuleOptions
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+EMBEDDINGS = """
+    import torch
+
+    torch.set_num_threads(1)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512)).eval()
+    x = torch.randn(40000, 64)
+    store = []
+    with torch.inference_mode():
+        for start in range(0, len(x), 100):
+            emb = model(x[start : start + 100])
+            store.append(torch.nn.functional.normalize(emb, dim=1))
+    print(len(store))
+"""
+
+
+def test_growth_points_at_the_line_whose_tensors_are_kept(tmp_path: Path) -> None:
+    script = tmp_path / "embed.py"
+    script.write_text(textwrap.dedent(EMBEDDINGS), encoding="utf-8")
+    result = profile_run([sys.executable, str(script)], ProfileOptions(stdout=-3), RuleOptions(cwd=str(tmp_path)),
+                         timeout_s=100)
+    assert result.exit_status == 0 and not result.errors
+    top = result.ranked()[0]
+    assert top.code == "P007"
+    kept_line = textwrap.dedent(EMBEDDINGS).splitlines().index(
+        "        store.append(torch.nn.functional.normalize(emb, dim=1))") + 1
+    assert top.location is not None and (top.location.file, top.location.line) == ("embed.py", kept_line)
+    assert top.evidence["still_alive"] >= 1
+    assert 150 <= top.evidence["growth_kb_per_step"] <= 500  # 100 x 512 floats (200 KiB) kept per step, plus heap slack
+
