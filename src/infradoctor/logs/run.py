@@ -170,11 +170,12 @@ def spool_stdin(stream: BinaryIO | None = None) -> Iterator[Path]:
     The parsers read a file twice (a sample to sniff the format, then the whole) and the polars engine reads it in
     chunks, so a pipe is spooled to disk once, in :data:`SPOOL_CHUNK_BYTES` pieces (memory stays flat).
     """
-    source = stream if stream is not None else sys.stdin.buffer
+    source = stream if stream is not None else getattr(sys.stdin, "buffer", None)  # None: no stdin at all
     with tempfile.TemporaryDirectory(prefix="infradoctor-logs-") as tmp:
         path = Path(tmp) / "stdin.log"
         with path.open("wb") as fh:
-            shutil.copyfileobj(source, fh, SPOOL_CHUNK_BYTES)
+            if source is not None:
+                shutil.copyfileobj(source, fh, SPOOL_CHUNK_BYTES)
         yield path
 
 
