@@ -231,3 +231,23 @@ def test_an_existing_sitecustomize_still_runs(tmp_path: Path) -> None:
     """)
     options = ProfileOptions(env={"PYTHONPATH": str(site_dir)})
     assert profile_run([sys.executable, str(script)], options, timeout_s=60).exit_status == 0
+
+
+def test_whole_model_pickling_still_works_with_the_forward_wrapper(tmp_path: Path) -> None:
+    script = write(tmp_path / "save.py", """
+        import copy, io, sys, torch
+        model = torch.nn.Sequential(torch.nn.Linear(4, 4))
+        with torch.no_grad():
+            for _ in range(5):
+                model(torch.ones(1, 4))
+        assert "forward" in model.__dict__  # the profiler wrapped this top-level module
+        buffer = io.BytesIO()
+        torch.save(model, buffer)
+        buffer.seek(0)
+        loaded = torch.load(buffer, weights_only=False)
+        clone = copy.deepcopy(model)
+        clean = "forward" not in loaded.__dict__ and "forward" not in clone.__dict__  # the wrapper is not saved
+        same = torch.equal(loaded(torch.ones(1, 4)), model(torch.ones(1, 4)))
+        sys.exit(0 if same and clean else 7)
+    """)
+    assert profile_run([sys.executable, str(script)], ProfileOptions(), timeout_s=60).exit_status == 0

@@ -48,6 +48,8 @@ MEMORY_READ_INTERVAL_S = 0.05
 """At most 20 memory reads per second (each costs a few microseconds)."""
 FLUSH_INTERVAL_S = 1.0
 """Evidence files are rewritten about once a second (and at exit)."""
+STEP_BUFFER_FLUSH = 1024
+"""... or as soon as this many step records wait to be written."""
 RETENTION_SAMPLE_INTERVAL_S = 0.05
 """At most one top-level forward output every 50 ms gets a survival finalizer."""
 RETENTION_MAX_LIVE = 2000
@@ -327,6 +329,8 @@ class Recorder:
         self.last_worker_flush = 0.0
         self.writer: threading.Thread | None = None
         self.writer_stop = threading.Event()
+        self.writer_wake = threading.Event()
+        self.last_state_write = 0.0
         self.steps_path = os.path.join(events_dir, f"{self.pid}.steps.jsonl")
         self.state_path = os.path.join(events_dir, f"{self.pid}.state.json")
 
@@ -437,6 +441,8 @@ class Recorder:
                 except Exception as exc:  # noqa: BLE001 - never break the workload
                     _warn_once("memory.cuda", exc)
         self.step_buffer.append(record)
+        if len(self.step_buffer) >= STEP_BUFFER_FLUSH:
+            self.writer_wake.set()  # bounded buffer: our own records must not look like the workload's growth
         self.steps_total += 1
         self.step = _Step(now)
         if self.alloc_mode is not None or (self.growth_suspect and not self.alloc_disabled and now >= self.alloc_next):
@@ -749,14 +755,17 @@ class Recorder:
             _warn_once("precision", exc)
             return {}
 
-    def flush(self) -> None:
-        """Append buffered steps and replace the state file (atomic rename)."""
+    def flush(self, steps_only: bool = False) -> None:
+        """Append buffered steps and (unless ``steps_only``) replace the state file (atomic rename)."""
         with _state_lock:
             buffer, self.step_buffer = self.step_buffer, []
             try:
                 if buffer:
                     with open(self.steps_path, "a", encoding="utf-8") as fh:
                         fh.write(json.dumps(buffer, separators=(",", ":")) + "\n")
+                if steps_only:
+                    return
+                self.last_state_write = time.monotonic()
                 state = self.snapshot()
                 tmp = f"{self.state_path}.tmp"
                 with open(tmp, "w", encoding="utf-8") as fh:
@@ -769,10 +778,12 @@ class Recorder:
 
     def start_writer(self) -> None:
         def loop() -> None:
-            while not self.writer_stop.wait(FLUSH_INTERVAL_S):
-                if os.getpid() != self.pid:
+            while not self.writer_stop.is_set():
+                self.writer_wake.wait(FLUSH_INTERVAL_S)
+                self.writer_wake.clear()
+                if self.writer_stop.is_set() or os.getpid() != self.pid:
                     return
-                self.flush()
+                self.flush(steps_only=time.monotonic() - self.last_state_write < FLUSH_INTERVAL_S)
 
         self.writer = threading.Thread(target=loop, name="infradoctor-profile-writer", daemon=True)
         self.writer.start()
@@ -798,6 +809,7 @@ class Recorder:
             _warn_once("finish", exc)
         self.final = True
         self.writer_stop.set()
+        self.writer_wake.set()
         self.flush()
 
 
