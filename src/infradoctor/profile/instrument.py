@@ -87,10 +87,6 @@ def _warn_once(key: str, exc: BaseException) -> None:
         )
 
 
-def _depth() -> int:
-    return getattr(_local, "depth", 0)
-
-
 class _Memory:
     """Cheap process memory reads: RSS from /proc/self/statm, heap from glibc mallinfo2."""
 
@@ -140,7 +136,7 @@ class _ModuleStats:
     __slots__ = (
         "key", "cls", "params", "trainable", "mode_layers", "device", "dtype", "calls", "time", "grad_calls",
         "unused_grad", "pending_grad", "train_calls", "train_inference_calls", "batches", "sites", "autocast_calls",
-        "gpu_time", "retained_sampled", "retained_freed", "ref", "input_dtypes",
+        "retained_sampled", "retained_freed", "ref", "input_dtypes",
     )
 
     def __init__(self, key: int, module: Any) -> None:
@@ -173,7 +169,6 @@ class _ModuleStats:
         self.batches: dict[int, int] = {}
         self.sites: dict[tuple[str, int], int] = {}
         self.autocast_calls = 0
-        self.gpu_time = 0.0
         self.retained_sampled = 0
         self.retained_freed = 0
         self.input_dtypes: dict[str, int] = {}
@@ -197,7 +192,6 @@ class _ModuleStats:
             "batch_sizes": {str(k): v for k, v in self.batches.items()},
             "sites": [{"file": f, "line": ln, "calls": c} for (f, ln), c in self.sites.items()],
             "autocast_calls": self.autocast_calls,
-            "gpu_time_s": self.gpu_time,
             "retained_sampled": self.retained_sampled,
             "retained_alive": self.retained_sampled - self.retained_freed,
             "input_dtypes": dict(self.input_dtypes),
@@ -237,7 +231,7 @@ class _SiteStats:
 class _Step:
     __slots__ = (
         "t0", "data_wait", "h2d", "forward", "backward", "optimizer", "sync", "load", "samples", "forwards",
-        "backwards", "syncs", "batches", "gpu", "active_sites", "alloc_sampled",
+        "backwards", "syncs", "batches", "active_sites", "alloc_sampled",
     )
 
     def __init__(self, t0: float) -> None:
@@ -254,7 +248,6 @@ class _Step:
         self.backwards = 0
         self.syncs = 0
         self.batches = 0
-        self.gpu = 0.0
         self.active_sites: list[_SiteStats] = []
         self.alloc_sampled = False
 
