@@ -11,8 +11,9 @@ Mechanisms (chosen from measured overheads, see the profile README section):
 - a timer around ``_BaseDataLoaderIter.__next__`` (data wait), the DataLoader's configuration, dataset fetch time
   (also inside worker processes);
 - patched ``torch.load``, ``Module.load_state_dict``, ``from_pretrained`` and Module construction call sites;
-- per-step memory (``/proc/self/statm`` and glibc ``mallinfo2``, at most 10 reads/s; CUDA allocator stats on GPU);
-- sampled survival of top-level forward outputs (weakref finalizers, a bounded budget) for the leak site.
+- per-step memory (``/proc/self/statm`` and glibc ``mallinfo2``, at most 20 reads/s; CUDA allocator stats on GPU);
+- sampled survival of top-level forward outputs (weakref finalizers, a bounded budget) and, once memory growth is
+  suspected, allocation sites sampled with a TorchDispatchMode over single steps (<= 2% of run time): the leak site.
 
 Evidence goes to files in the events folder: ``<pid>.steps.jsonl`` (one JSON array of steps per flush) and
 ``<pid>.state.json`` (aggregates, atomically replaced about once a second and at exit), ``<pid>.worker.json`` from
