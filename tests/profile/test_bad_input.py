@@ -231,3 +231,63 @@ def test_an_existing_sitecustomize_still_runs(tmp_path: Path) -> None:
     """)
     options = ProfileOptions(env={"PYTHONPATH": str(site_dir)})
     assert profile_run([sys.executable, str(script)], options, timeout_s=60).exit_status == 0
+
+
+def test_whole_model_pickling_still_works_with_the_forward_wrapper(tmp_path: Path) -> None:
+    script = write(tmp_path / "save.py", """
+        import copy, io, sys, torch
+        model = torch.nn.Sequential(torch.nn.Linear(4, 4))
+        with torch.no_grad():
+            for _ in range(5):
+                model(torch.ones(1, 4))
+        assert "forward" in model.__dict__  # the profiler wrapped this top-level module
+        buffer = io.BytesIO()
+        torch.save(model, buffer)
+        buffer.seek(0)
+        loaded = torch.load(buffer, weights_only=False)
+        clone = copy.deepcopy(model)
+        clean = "forward" not in loaded.__dict__ and "forward" not in clone.__dict__  # the wrapper is not saved
+        same = torch.equal(loaded(torch.ones(1, 4)), model(torch.ones(1, 4)))
+        sys.exit(0 if same and clean else 7)
+    """)
+    assert profile_run([sys.executable, str(script)], ProfileOptions(), timeout_s=60).exit_status == 0
+
+
+def test_ctrl_c_in_the_terminal_still_writes_the_result(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+
+    script = write(tmp_path / "loop.py", """
+        import time, torch
+        model = torch.nn.Linear(32, 32)
+        with torch.no_grad():
+            for i in range(1000000):
+                model(torch.randn(8, 32))
+                if i == 50:
+                    print("ready", flush=True)
+                time.sleep(0.001)
+    """)
+    out_json = tmp_path / "r.json"
+    src = Path(__file__).resolve().parents[2] / "src"
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    # Ctrl-C reaches the whole foreground process group: the CLI and the workload
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "infradoctor", "profile", "--no-store", "-q", "--json", str(out_json), "--",
+         sys.executable, str(script)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == b"ready"
+        time.sleep(0.3)
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=60) == 130
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    data = json.loads(out_json.read_text())
+    assert data["exit_status"] == 130
+    assert data["metrics"]["workload"]["stop_reason"] == "interrupted"
+    assert data["metrics"]["steps"]["count"] >= 50
+    assert any("interrupted" in e["message"] for e in data["errors"])

@@ -143,8 +143,6 @@ class ModuleUse:
     """User call sites of the first calls: ``{file, line, calls}``."""
     autocast_calls: int = 0
     """Calls under autocast."""
-    gpu_time_s: float = 0.0
-    """GPU time (CUDA events), when on GPU."""
     retained_sampled: int = 0
     """Outputs sampled for survival."""
     retained_alive: int = 0

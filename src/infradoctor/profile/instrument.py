@@ -11,8 +11,9 @@ Mechanisms (chosen from measured overheads, see the profile README section):
 - a timer around ``_BaseDataLoaderIter.__next__`` (data wait), the DataLoader's configuration, dataset fetch time
   (also inside worker processes);
 - patched ``torch.load``, ``Module.load_state_dict``, ``from_pretrained`` and Module construction call sites;
-- per-step memory (``/proc/self/statm`` and glibc ``mallinfo2``, at most 10 reads/s; CUDA allocator stats on GPU);
-- sampled survival of top-level forward outputs (weakref finalizers, a bounded budget) for the leak site.
+- per-step memory (``/proc/self/statm`` and glibc ``mallinfo2``, at most 20 reads/s; CUDA allocator stats on GPU);
+- sampled survival of top-level forward outputs (weakref finalizers, a bounded budget) and, once memory growth is
+  suspected, allocation sites sampled with a TorchDispatchMode over single steps (<= 2% of run time): the leak site.
 
 Evidence goes to files in the events folder: ``<pid>.steps.jsonl`` (one JSON array of steps per flush) and
 ``<pid>.state.json`` (aggregates, atomically replaced about once a second and at exit), ``<pid>.worker.json`` from
@@ -48,6 +49,8 @@ MEMORY_READ_INTERVAL_S = 0.05
 """At most 20 memory reads per second (each costs a few microseconds)."""
 FLUSH_INTERVAL_S = 1.0
 """Evidence files are rewritten about once a second (and at exit)."""
+STEP_BUFFER_FLUSH = 1024
+"""... or as soon as this many step records wait to be written."""
 RETENTION_SAMPLE_INTERVAL_S = 0.05
 """At most one top-level forward output every 50 ms gets a survival finalizer."""
 RETENTION_MAX_LIVE = 2000
@@ -83,10 +86,6 @@ def _warn_once(key: str, exc: BaseException) -> None:
         sys.stderr.write(
             f"infradoctor profile: instrumentation error in {key} (ignored): {type(exc).__name__}: {exc}\n"
         )
-
-
-def _depth() -> int:
-    return getattr(_local, "depth", 0)
 
 
 class _Memory:
@@ -138,7 +137,7 @@ class _ModuleStats:
     __slots__ = (
         "key", "cls", "params", "trainable", "mode_layers", "device", "dtype", "calls", "time", "grad_calls",
         "unused_grad", "pending_grad", "train_calls", "train_inference_calls", "batches", "sites", "autocast_calls",
-        "gpu_time", "retained_sampled", "retained_freed", "ref", "input_dtypes",
+        "retained_sampled", "retained_freed", "ref", "input_dtypes",
     )
 
     def __init__(self, key: int, module: Any) -> None:
@@ -171,7 +170,6 @@ class _ModuleStats:
         self.batches: dict[int, int] = {}
         self.sites: dict[tuple[str, int], int] = {}
         self.autocast_calls = 0
-        self.gpu_time = 0.0
         self.retained_sampled = 0
         self.retained_freed = 0
         self.input_dtypes: dict[str, int] = {}
@@ -195,7 +193,6 @@ class _ModuleStats:
             "batch_sizes": {str(k): v for k, v in self.batches.items()},
             "sites": [{"file": f, "line": ln, "calls": c} for (f, ln), c in self.sites.items()],
             "autocast_calls": self.autocast_calls,
-            "gpu_time_s": self.gpu_time,
             "retained_sampled": self.retained_sampled,
             "retained_alive": self.retained_sampled - self.retained_freed,
             "input_dtypes": dict(self.input_dtypes),
@@ -235,7 +232,7 @@ class _SiteStats:
 class _Step:
     __slots__ = (
         "t0", "data_wait", "h2d", "forward", "backward", "optimizer", "sync", "load", "samples", "forwards",
-        "backwards", "syncs", "batches", "gpu", "active_sites", "alloc_sampled",
+        "backwards", "syncs", "batches", "active_sites", "alloc_sampled",
     )
 
     def __init__(self, t0: float) -> None:
@@ -252,7 +249,6 @@ class _Step:
         self.backwards = 0
         self.syncs = 0
         self.batches = 0
-        self.gpu = 0.0
         self.active_sites: list[_SiteStats] = []
         self.alloc_sampled = False
 
@@ -327,6 +323,8 @@ class Recorder:
         self.last_worker_flush = 0.0
         self.writer: threading.Thread | None = None
         self.writer_stop = threading.Event()
+        self.writer_wake = threading.Event()
+        self.last_state_write = 0.0
         self.steps_path = os.path.join(events_dir, f"{self.pid}.steps.jsonl")
         self.state_path = os.path.join(events_dir, f"{self.pid}.state.json")
 
@@ -437,6 +435,8 @@ class Recorder:
                 except Exception as exc:  # noqa: BLE001 - never break the workload
                     _warn_once("memory.cuda", exc)
         self.step_buffer.append(record)
+        if len(self.step_buffer) >= STEP_BUFFER_FLUSH:
+            self.writer_wake.set()  # bounded buffer: our own records must not look like the workload's growth
         self.steps_total += 1
         self.step = _Step(now)
         if self.alloc_mode is not None or (self.growth_suspect and not self.alloc_disabled and now >= self.alloc_next):
@@ -749,14 +749,17 @@ class Recorder:
             _warn_once("precision", exc)
             return {}
 
-    def flush(self) -> None:
-        """Append buffered steps and replace the state file (atomic rename)."""
+    def flush(self, steps_only: bool = False) -> None:
+        """Append buffered steps and (unless ``steps_only``) replace the state file (atomic rename)."""
         with _state_lock:
             buffer, self.step_buffer = self.step_buffer, []
             try:
                 if buffer:
                     with open(self.steps_path, "a", encoding="utf-8") as fh:
                         fh.write(json.dumps(buffer, separators=(",", ":")) + "\n")
+                if steps_only:
+                    return
+                self.last_state_write = time.monotonic()
                 state = self.snapshot()
                 tmp = f"{self.state_path}.tmp"
                 with open(tmp, "w", encoding="utf-8") as fh:
@@ -769,10 +772,12 @@ class Recorder:
 
     def start_writer(self) -> None:
         def loop() -> None:
-            while not self.writer_stop.wait(FLUSH_INTERVAL_S):
-                if os.getpid() != self.pid:
+            while not self.writer_stop.is_set():
+                self.writer_wake.wait(FLUSH_INTERVAL_S)
+                self.writer_wake.clear()
+                if self.writer_stop.is_set() or os.getpid() != self.pid:
                     return
-                self.flush()
+                self.flush(steps_only=time.monotonic() - self.last_state_write < FLUSH_INTERVAL_S)
 
         self.writer = threading.Thread(target=loop, name="infradoctor-profile-writer", daemon=True)
         self.writer.start()
@@ -798,6 +803,7 @@ class Recorder:
             _warn_once("finish", exc)
         self.final = True
         self.writer_stop.set()
+        self.writer_wake.set()
         self.flush()
 
 

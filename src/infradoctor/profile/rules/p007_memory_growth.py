@@ -2,7 +2,7 @@
 
 What it detects:
     Live memory (CUDA allocator on GPU; glibc heap, which holds CPU tensor storage, otherwise) that rises linearly
-    over the steady-state steps, and the call site whose outputs are kept alive.
+    over the steady-state steps, and the line whose tensors are kept alive.
 
 Why it matters:
     Steady growth ends in an out-of-memory crash or swapping; the usual cause is a list that keeps tensors with
@@ -10,10 +10,10 @@ Why it matters:
     activations.
 
 How it is measured:
-    Per step (at most 10 reads/s) ``/proc/self/statm`` and glibc ``mallinfo2`` (or
+    Per step (at most 20 reads/s) ``/proc/self/statm`` and glibc ``mallinfo2`` (or
     ``torch.cuda.memory_allocated``) are read; a least-squares line is fitted over steady steps. Fires when the
     slope is at least ``MIN_SLOPE_BYTES`` per step, the fitted growth at least ``MIN_GROWTH_BYTES`` and the fit
-    ``MIN_R2``. The leak site, two ways: once the heap has risen over 8 readings, one step's tensor allocations
+    ``MIN_R2``. The leak site, two ways: once the heap has risen by 2 MB over 5 readings, one step's tensor allocations
     are followed (a TorchDispatchMode with a weak-reference finalizer per allocation of at least 4 KB, noting the
     user line), paused so that it takes at most 2% of run time; the line whose sampled allocations stay alive
     (``RETAINED_SHARE``, at least ``MIN_RETAINED_BYTES``) is the leak site. Failing that, outputs of top-level
