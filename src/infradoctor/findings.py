@@ -483,7 +483,7 @@ _CATALOG: tuple[tuple[str, str, Severity, str, tuple[str, ...], str, str], ...] 
         "router-queueing",
         _M,
         "Requests queue inside the router",
-        _ROUTE,
+        ("logs",),  # route does not measure this; logs does
         "Raise backend maxconn/capacity or add backends; shed load early.",
         "More in-flight requests per backend raise its latency.",
     ),
@@ -510,7 +510,7 @@ _CATALOG: tuple[tuple[str, str, Severity, str, tuple[str, ...], str, str], ...] 
         "deadline-exceeded",
         _H,
         "Requests exceed their deadline",
-        _ROUTE,
+        ("logs",),  # route does not measure this; logs does
         "Find the slow hop from per-stage timing; raise deadlines only if the work legitimately needs it.",
         "Longer deadlines hide slowness.",
     ),
