@@ -36,6 +36,9 @@ def test_help_and_rule_docs(cli) -> None:
     for code in ("R001", "R003", "R004", "R005", "R008", "R010", "R011"):
         doc = cli("rules", code)
         assert doc.exit_code == 0 and "How it is measured" in doc.stdout, code
+    for code in ("R009", "R012"):  # route does not measure router queueing or deadlines: only logs emits them
+        first = cli("rules", code).stdout.splitlines()[0]
+        assert first.endswith(", emitted by logs)"), first
 
 
 def test_backend_url_gets_the_router_path() -> None:
