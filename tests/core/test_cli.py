@@ -123,3 +123,53 @@ def test_fail_on_policy(severity: str, code: int) -> None:
 
 def test_parser_builds() -> None:
     assert build_parser().prog == "infradoctor"
+
+
+def test_fail_on_is_validated_before_measuring(cli) -> None:
+    run = cli("node", "--no-host", "--gpu-backend", "none", "--fail-on", "bogus")
+    assert run.exit_code == 2 and "expected one of" in run.stderr
+
+
+def test_store_failure_keeps_the_measurement(cli, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    out = tmp_path / "out.json"
+    run = cli("node", "--no-host", "--gpu-backend", "none", "--store", str(blocker / "store"), "--json", str(out))
+    assert run.exit_code == 0, run.stderr
+    data = json.loads(out.read_text())
+    assert any(e["source"] == "store" for e in data["errors"])
+    assert "not stored" in run.stderr
+
+
+@pytest.mark.integration
+def test_sigterm_stops_the_workload_and_keeps_the_partial_result(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    from infradoctor.procs import free_port, port_open, wait_until
+
+    server = tmp_path / "server.py"
+    server.write_text(
+        "import http.server, sys\n"
+        "http.server.ThreadingHTTPServer(('127.0.0.1', int(sys.argv[1])),"
+        " http.server.SimpleHTTPRequestHandler).serve_forever()\n"
+    )
+    port = free_port()
+    out = tmp_path / "out.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "infradoctor", "profile", "--no-store", "--quiet", "--json", str(out),
+         "--load-url", f"http://127.0.0.1:{port}/", "--concurrency", "1", "--point-duration", "60",
+         "--", sys.executable, str(server), str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path,
+    )
+    try:
+        assert wait_until(lambda: port_open("127.0.0.1", port), timeout=60, alive=lambda: proc.poll() is None)
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert wait_until(lambda: not port_open("127.0.0.1", port), timeout=10), "the server outlived infradoctor"
+    data = json.loads(out.read_text())
+    assert data["command"] == "profile" and data["errors"]

@@ -48,7 +48,9 @@ def test_compare_calls_out_improvements_and_regressions() -> None:
     result = compare_results(before, after, resamples=200)
     rows = {(r["metric"], r["statistic"]): r for r in result.metrics["changes"]}
     assert rows[("latency_ms", "mean")]["improved"] and rows[("latency_ms", "mean")]["significant"]
-    assert rows[("throughput_rps", "value")]["improved"]
+    throughput = rows[("throughput_rps", "value")]
+    assert throughput["direction"] == "better" and not throughput["improved"]  # one value per run: no CI
+    assert ("p99_ms", "value") not in rows  # the latency distribution's own row covers it
     assert result.metrics["findings_resolved"] == ["S001"]
     assert result.metrics["headline"]["regressions"] == 0
     worse = compare_results(after, before, resamples=200)
@@ -81,3 +83,20 @@ def test_compare_cli(cli, isolated_store) -> None:
     assert regress.exit_code == 1 and "REGRESSION" in regress.stdout
     md = cli("compare", "baseline", "after", "--format", "md", "--resamples", "100")
     assert "| latency_ms |" in md.stdout
+
+
+def test_headline_only_changes_are_never_regressions() -> None:
+    before = run(samples(1, 100), 100.0, "a")
+    after = run(samples(1, 100), 80.0, "b")  # same latencies, 20% lower throughput: no CI for a single value
+    result = compare_results(before, after, resamples=100)
+    rows = {(r["metric"], r["statistic"]): r for r in result.metrics["changes"]}
+    assert rows[("throughput_rps", "value")]["direction"] == "worse"
+    assert result.metrics["headline"]["regressions"] == 0
+
+
+def test_warnings_for_runs_that_measure_different_things() -> None:
+    before = run(samples(1, 100), 100.0, "a")
+    after = run(samples(2, 100), 100.0, "b").with_(command="profile", exit_status=1)
+    warnings = compare_results(before, after, resamples=100).metrics["warnings"]
+    assert any("different commands" in w for w in warnings)
+    assert any("exited with status 1" in w for w in warnings)

@@ -33,6 +33,15 @@ def test_registry_matches_design_catalog() -> None:
     assert {code: s.name for code, s in REGISTRY.items()} == expected
 
 
+def test_codes_and_names_never_change() -> None:
+    # Codes and names are stable forever (users' CI and suppressions depend on them): new codes are appended to
+    # tests/fixtures/catalog.txt; an existing line never changes.
+    snapshot = (Path(__file__).resolve().parents[1] / "fixtures" / "catalog.txt").read_text().split("\n")
+    pinned = dict(line.split(" ", 1) for line in snapshot if line.strip())
+    assert {code: REGISTRY[code].name for code in pinned if code in REGISTRY} == pinned
+    assert set(pinned) <= set(REGISTRY), "a code was removed from the registry"
+
+
 def test_registry_entries_are_complete() -> None:
     for code, entry in REGISTRY.items():
         assert entry.code == code
@@ -88,3 +97,17 @@ def test_severity_parse() -> None:
     assert Severity.parse("HIGH") is Severity.HIGH
     with pytest.raises(ValueError, match="expected one of"):
         Severity.parse("urgent")
+
+
+def test_registry_commands_match_where_rules_live() -> None:
+    # A rule module under infradoctor.<package>.rules is run by these commands (load's rules also run under
+    # `profile --load-url`, serve's only there).
+    runs_in = {"node": {"node"}, "profile": {"profile"}, "load": {"load", "profile"}, "route": {"route"},
+               "logs": {"logs"}, "scan": {"scan"}, "serve": {"profile"}}
+    emitted: dict[str, set[str]] = {}
+    for module in iter_rule_modules():
+        package = module.__name__.split(".")[1]
+        for code in rule_codes(module):
+            emitted.setdefault(code, set()).update(runs_in[package])
+    for code, commands in emitted.items():
+        assert set(REGISTRY[code].commands) == commands, (code, REGISTRY[code].commands, sorted(commands))

@@ -91,3 +91,26 @@ def test_report_cli(cli, isolated_store, tmp_path) -> None:
     assert cli("report", "-o", str(html_path)).exit_code == 0
     assert html_path.read_text().startswith("<!DOCTYPE html>")
     assert cli("report", "--label", "nope").exit_code == 2
+
+
+def test_failed_after_run_is_not_claimed_as_a_fix() -> None:
+    before, after = runs()
+    crashed = after.with_(exit_status=1)
+    writeup = build_writeup([before, crashed], resamples=100)
+    text = "\n".join(writeup.summary)
+    assert "NOT confirmed" in text and "exited with status 1" in text
+    assert "none above the detection thresholds" not in text
+
+
+def test_damaged_run_is_skipped_and_named(cli, isolated_store) -> None:
+    store = RunStore(isolated_store)
+    saved = [store.save(r) for r in runs()]
+    (store.runs_dir / f"{saved[0].run_id}.json").write_text("{ not json")
+    out = cli("report")
+    assert out.exit_code == 0, out.stderr
+    assert "Not used (unreadable)" in out.stdout and "skipped" in out.stderr
+
+
+def test_network_assumption_comes_from_the_target() -> None:
+    text = "\n".join(build_writeup(runs(), resamples=100).method)
+    assert "over loopback" in text

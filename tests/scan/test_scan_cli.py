@@ -189,6 +189,8 @@ def test_bad_input_is_reported_and_scan_continues(cli, project: Path, tmp_path: 
     (bad / "dangling.py").symlink_to(bad / "missing.py")
     os.mkfifo(bad / "fifo.py")
     run = cli("scan", "bad", "service.py", "bad/fifo.py", "missing.py", "--no-store", "--format", "json")
+    assert run.exit_code == 2  # a named path does not exist: a usage error, after a partial result
+    assert "missing.py: no such file or directory" in run.stderr
     data = json.loads(run.stdout)
     errors = {e["message"].split(": error: ")[0]: e["source"] for e in data["errors"]}
     assert errors["bad/syntax.py:1:12"] == "scan:parse-error"
@@ -268,3 +270,109 @@ def test_pyproject_exclude_and_select(project: Path) -> None:
     assert report.selected == ("C010", "C011", "C012", "C013", "C014")
     assert {v.path for v in report.violations} == {"service.py"}
     assert {v.code for v in report.violations} == {"C014"}
+
+
+def test_unchecked_input_never_passes(cli, project: Path, tmp_path: Path) -> None:
+    (project / "bad.py").write_text("def broken(:\n    pass\n", encoding="utf-8")
+    (project / "latin1.py").write_bytes("x = 'caf\xe9'\n".encode("latin-1"))
+    missing = cli("scan", str(tmp_path / "nonexistent"), "--no-store")
+    assert missing.exit_code == 2
+    assert "All checks passed" not in missing.stdout and "1 path not found" in missing.stdout
+    assert "nonexistent: no such file or directory" in missing.stderr
+    for name, kind in (("bad.py", "parse-error"), ("latin1.py", "decode-error")):
+        run = cli("scan", name, "--no-store")
+        assert run.exit_code == 1, run.stdout
+        assert "All checks passed" not in run.stdout
+        assert f"{name}:" in run.stdout and f"error: {kind}:" in run.stdout
+        assert "No findings in the checked files, but 1 file could not be checked" in run.stdout
+        # --fail-on is about findings; a file that was never checked still fails.
+        assert cli("scan", name, "--no-store", "--fail-on", "never").exit_code == 1
+        assert cli("scan", name, "clean.py", "--no-store", "-q").exit_code == 1
+    both = cli("scan", "service.py", "bad.py", "--no-store")
+    assert both.exit_code == 1
+    assert "Found 7 findings (1 fixable with --fix); 1 file could not be checked (errors above)." in both.stdout
+    as_json = cli("scan", "bad.py", "clean.py", "--no-store", "--format", "json")
+    assert as_json.exit_code == 1
+    data = json.loads(as_json.stdout)
+    assert [e["source"] for e in data["errors"]] == ["scan:parse-error"]
+    assert data["metrics"]["headline"]["file_problems"] == 1 and data["metrics"]["headline"]["files_scanned"] == 1
+    from infradoctor.result import Result
+    from infradoctor.scan.present import sections
+
+    [section] = sections(Result.from_dict(data))
+    assert "1 file problem (could not be read, decoded, parsed or fixed): see the errors" in section.lines
+    empty = project / "empty"
+    empty.mkdir()
+    nothing = cli("scan", "empty", "--no-store")
+    assert nothing.exit_code == 0 and "No Python files found." in nothing.stdout
+    assert cli("scan", "clean.py", "--no-store").stdout.startswith("All checks passed.\n")
+
+
+def test_sarif_reports_unchecked_files(cli, project: Path, tmp_path: Path) -> None:
+    (project / "bad.py").write_text("def broken(:\n    pass\n", encoding="utf-8")
+    validator = jsonschema.Draft7Validator(SARIF_SCHEMA, format_checker=jsonschema.Draft7Validator.FORMAT_CHECKER)
+    out = tmp_path / "bad.sarif"
+    run = cli("scan", "bad.py", "clean.py", "--no-store", "--format", "sarif", "--output", str(out))
+    assert run.exit_code == 1
+    log = json.loads(out.read_text(encoding="utf-8"))
+    validator.validate(log)
+    invocation = log["runs"][0]["invocations"][0]
+    assert invocation["executionSuccessful"] is False
+    [note] = invocation["toolExecutionNotifications"]
+    assert note["level"] == "error" and note["descriptor"] == {"id": "parse-error"}
+    assert note["locations"][0]["physicalLocation"]["artifactLocation"] == {"uri": "bad.py", "uriBaseId": "%SRCROOT%"}
+    assert note["locations"][0]["physicalLocation"]["region"]["startLine"] == 1
+    assert "informationUri" not in log["runs"][0]["tool"]["driver"]  # no placeholder URL
+    gone = tmp_path / "gone.sarif"
+    assert cli("scan", "missing.py", "--no-store", "--format", "sarif", "--output", str(gone)).exit_code == 2
+    missing = json.loads(gone.read_text(encoding="utf-8"))["runs"][0]["invocations"][0]
+    assert missing["executionSuccessful"] is False
+    assert missing["toolExecutionNotifications"][0]["descriptor"] == {"id": "not-found"}
+    clean = tmp_path / "clean.sarif"
+    assert cli("scan", "clean.py", "--no-store", "--format", "sarif", "--output", str(clean)).exit_code == 0
+    ok = json.loads(clean.read_text(encoding="utf-8"))
+    validator.validate(ok)
+    assert ok["runs"][0]["invocations"] == [{"executionSuccessful": True, "toolExecutionNotifications": []}]
+
+
+def test_fix_replaces_the_file_atomically_and_keeps_its_mode(cli, project: Path) -> None:
+    target = project / "ckpt.py"
+    target.write_text("import torch\na = torch.load('a.pt')\n", encoding="utf-8")
+    target.chmod(0o640)
+    inode = target.stat().st_ino
+    link = project / "link.py"
+    other = project / "real" / "other.py"
+    other.parent.mkdir()
+    other.write_text("import torch\nb = torch.load('b.pt')\n", encoding="utf-8")
+    other.chmod(0o755)
+    link.symlink_to(other)
+    run = cli("scan", "ckpt.py", "link.py", "--no-store", "--fix", "--select", "C014")
+    assert run.exit_code == 0, run.stdout
+    assert target.read_text(encoding="utf-8") == "import torch\na = torch.load('a.pt', weights_only=True)\n"
+    assert target.stat().st_ino != inode  # a new file was renamed over the old one, not rewritten in place
+    assert target.stat().st_mode & 0o7777 == 0o640
+    assert link.is_symlink() and os.readlink(link) == str(other)  # the link stays; its target is fixed
+    assert other.read_text(encoding="utf-8") == "import torch\nb = torch.load('b.pt', weights_only=True)\n"
+    assert other.stat().st_mode & 0o7777 == 0o755
+    leftovers = [p.name for p in project.rglob("*.tmp")]
+    assert leftovers == []
+    if os.geteuid() == 0:  # root can give the file away: the fix keeps its owner and group
+        owned = project / "owned.py"
+        owned.write_text("import torch\nd = torch.load('d.pt')\n", encoding="utf-8")
+        os.chown(owned, 4321, 4322)
+        assert cli("scan", "owned.py", "--no-store", "--fix", "--select", "C014").exit_code == 0
+        assert (owned.stat().st_uid, owned.stat().st_gid) == (4321, 4322)
+        assert "weights_only=True" in owned.read_text(encoding="utf-8")
+    if os.geteuid() != 0:  # root writes anywhere
+        locked = project / "locked"
+        locked.mkdir()
+        kept = locked / "m.py"
+        kept.write_text("import torch\nc = torch.load('c.pt')\n", encoding="utf-8")
+        locked.chmod(0o555)
+        try:
+            failed = cli("scan", "locked/m.py", "--no-store", "--fix", "--select", "C014")
+        finally:
+            locked.chmod(0o755)
+        assert failed.exit_code == 1 and "error: fix-failed: cannot write" in failed.stdout
+        assert kept.read_text(encoding="utf-8") == "import torch\nc = torch.load('c.pt')\n"
+        assert list(locked.iterdir()) == [kept]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -91,6 +92,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_TARGET
 
 
+def _terminate_as_interrupt(signum: int, frame: object) -> None:
+    # SIGTERM (CI timeouts, `kill`, container stop) takes the same path as Ctrl-C: workloads and servers we
+    # started are stopped and the partial result is written.
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def console_main() -> None:
     """Entry point of the ``infradoctor`` console script."""
+    signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     sys.exit(main())

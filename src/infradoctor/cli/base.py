@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import TextIO
 
 from infradoctor.environment import describe_environment
-from infradoctor.errors import EXIT_FINDINGS, EXIT_OK, UsageError
+from infradoctor.errors import EXIT_FINDINGS, EXIT_OK, StoreError, UsageError
 from infradoctor.findings import Severity
 from infradoctor.report.terminal import TerminalRenderer
-from infradoctor.result import Result
+from infradoctor.result import ErrorNote, Result
 from infradoctor.store import RunStore, default_store_dir
 
 
@@ -68,11 +68,22 @@ def add_result_options(parser: argparse.ArgumentParser, *, default_fail_on: str 
     group.add_argument(
         "--fail-on",
         metavar="SEVERITY",
+        type=fail_on_argument,
         default=default_fail_on,
         help="exit 1 when a finding at or above this severity is found (critical, high, medium, low, info)"
         + (f"; default {default_fail_on}" if default_fail_on else ""),
     )
     group.add_argument("--quiet", "-q", action="store_true", help="print no human summary")
+
+
+def fail_on_argument(value: str) -> str:
+    """Validate ``--fail-on`` while parsing, before anything is measured."""
+    if value.lower() != "never":
+        try:
+            Severity.parse(value)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
 
 
 def parse_fail_on(value: str | None) -> Severity | None:
@@ -108,11 +119,18 @@ def finish(args: argparse.Namespace, result: Result) -> int:
         note=getattr(args, "note", None) or result.note,
         environment=result.environment or describe_environment(),
     )
-    if not getattr(args, "no_store", False):
-        result = open_store(args).save(result)
-    else:
-        from infradoctor.redact import redact
+    from infradoctor.redact import redact
 
+    stored = False
+    if not getattr(args, "no_store", False):
+        try:
+            result = open_store(args).save(result)
+            stored = True
+        except StoreError as exc:
+            # The measurement is done: keep it (JSON, summary) and say the store failed.
+            result = result.with_(errors=(*result.errors, ErrorNote("store", str(exc))))
+            print(f"infradoctor: warning: run not stored: {exc}", file=sys.stderr)
+    if not stored:
         result = Result.from_dict(redact(result.to_dict()))
     json_path = getattr(args, "json", None)
     if json_path == "-":

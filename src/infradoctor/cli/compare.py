@@ -44,15 +44,18 @@ class CompareCommand(Command):
         store = open_store(args)
         before, after = store.load(args.before), store.load(args.after)
         result = compare_results(before, after, resamples=args.resamples)
-        if args.json == "-":
-            sys.stdout.write(result.to_json() + "\n")
-        elif args.json:
-            Path(args.json).write_text(result.to_json() + "\n", encoding="utf-8")
-        if args.output:
-            args.output.write_text(render(result, "md" if args.format == "terminal" else args.format), "utf-8")
-        elif args.format == "terminal":
+        try:
+            if args.json == "-":
+                sys.stdout.write(result.to_json() + "\n")
+            elif args.json:
+                Path(args.json).write_text(result.to_json() + "\n", encoding="utf-8")
+            if args.output:
+                args.output.write_text(render(result, "md" if args.format == "terminal" else args.format), "utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write the comparison: {exc}") from exc
+        if not args.output and args.format == "terminal":
             print_result(result, sys.stderr if args.json == "-" else sys.stdout)
-        elif args.json != "-":
+        elif not args.output and args.json != "-":
             sys.stdout.write(render(result, args.format))
         regressions = int(result.metrics["headline"]["regressions"])
         return EXIT_FINDINGS if args.fail_on_regression and regressions else EXIT_OK

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from infradoctor.cli.base import Command, add_result_options, finish
 from infradoctor.errors import EXIT_TARGET, UsageError
@@ -19,7 +20,12 @@ class LogsCommand(Command):
 
     Reports incidents (signature, upstream, time window, count, example lines), a per-upstream table (requests,
     error rate, p50/p99), the router's own time (request minus upstream time), retries, HAProxy queueing and a
-    per-minute timeline. Exit 3 when no file could be read.
+    per-minute timeline.
+
+    FILE `-` reads standard input, e.g. `kubectl logs POD | infradoctor logs -` (format sniffed from its first
+    lines, like a file). A file counts as unmeasured when it cannot be opened, is empty, cannot be read (a
+    truncated .gz) before any line was parsed, or has no line in the format forced with --format. Exit 3 when no
+    file yielded a parsed line (the partial result is still written and stored).
     """
 
     name = "logs"
@@ -28,7 +34,8 @@ class LogsCommand(Command):
         """Arguments."""
         from infradoctor.logs.formats import FORMAT_NAMES
 
-        parser.add_argument("files", nargs="+", metavar="FILE", help="log files (.gz, .xz, .bz2 are fine)")
+        parser.add_argument("files", nargs="+", metavar="FILE",
+                            help="log files (.gz, .xz, .bz2 are fine); - reads standard input")
         parser.add_argument("--format", choices=FORMAT_NAMES, default="auto",
                             help="format of every file (default: sniff each file)")
         parser.add_argument("--nginx-log-format", metavar="STR",
@@ -46,20 +53,30 @@ class LogsCommand(Command):
         """Analyse the files, store and print the result."""
         from infradoctor.logs.formats import FormatError
         from infradoctor.logs.rules import RuleOptions
-        from infradoctor.logs.run import LogsOptions, analyze_logs
+        from infradoctor.logs.run import STDIN, LogsOptions, analyze_logs
 
         if args.min_requests < 1:
             raise UsageError("--min-requests must be at least 1")
         options = LogsOptions(format=args.format, nginx_log_format=args.nginx_log_format,
                               envoy_log_format=args.envoy_log_format, engine=args.engine,
                               rules=RuleOptions(min_requests=args.min_requests))
+        stdin = None
+        if args.files.count(STDIN) > 1:
+            raise UsageError("'-' (standard input) can be given only once")
+        if STDIN in args.files:
+            if sys.stdin is None or sys.stdin.isatty():
+                raise UsageError("'-' reads the log from standard input, which is a terminal; pipe a log in, "
+                                 "e.g. kubectl logs POD | infradoctor logs -")
+            stdin = sys.stdin.buffer
         try:
-            result = analyze_logs(args.files, options)
+            result = analyze_logs(args.files, options, stdin=stdin)
         except FormatError as exc:
             raise UsageError(str(exc)) from None
         code = finish(args, result)
-        files = result.metrics.get("files", [])
-        if files and all(f.get("error") for f in files):
+        if not any(f.get("parsed") for f in result.metrics.get("files", [])):
+            unmeasured = ", ".join(f"{f['file']} ({f.get('error') or 'no line parsed'})"
+                                   for f in result.metrics.get("files", []))
+            print(f"infradoctor logs: error: no file yielded a parsed line: {unmeasured}", file=sys.stderr)
             return max(code, EXIT_TARGET)
         return code
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from infradoctor.cli.base import Command, add_store_option, open_store
-from infradoctor.errors import EXIT_OK, UsageError
+from infradoctor.errors import EXIT_OK, StoreError, UsageError
 
 
 class ReportCommand(Command):
@@ -49,13 +49,21 @@ class ReportCommand(Command):
             raise UsageError(f"no runs stored in {store.root}; run a command first (e.g. infradoctor node)")
         seen: set[str] = set()
         results = []
+        skipped: list[str] = []
         for ref in refs:
             run_id = store.resolve(ref)
-            if run_id not in seen:
-                seen.add(run_id)
+            if run_id in seen:
+                continue
+            seen.add(run_id)
+            try:
                 results.append(store.load(run_id))
+            except StoreError as exc:  # one damaged run must not sink the report
+                skipped.append(str(exc))
+                print(f"infradoctor report: warning: skipped {exc}", file=sys.stderr)
+        if not results:
+            raise UsageError("none of the selected runs could be read")
         fmt = args.format or ("html" if args.output and args.output.suffix.lower() in (".html", ".htm") else "md")
-        writeup = build_writeup(results, title=args.title)
+        writeup = build_writeup(results, title=args.title, skipped=skipped)
         text = to_html(writeup) if fmt == "html" else to_markdown(writeup)
         if args.output:
             try:

@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 from infradoctor.cli.base import Command, add_result_options, finish
-from infradoctor.errors import UsageError
+from infradoctor.errors import EXIT_FINDINGS, EXIT_USAGE, UsageError
 from infradoctor.result import utc_now_iso
 from infradoctor.scan.config import ConfigError
-from infradoctor.scan.engine import ScanOptions, scan_paths
+from infradoctor.scan.engine import ScanOptions, ScanReport, scan_paths
 from infradoctor.scan.output import format_text, to_result
 from infradoctor.scan.sarif import to_sarif
 
@@ -20,6 +20,17 @@ def _codes(values: list[str] | None) -> list[str] | None:
     if not values:
         return None
     return [code.strip() for value in values for code in value.split(",") if code.strip()]
+
+
+def _exit_code(report: ScanReport, code: int) -> int:
+    """2 when a named path does not exist, at least 1 when a file could not be checked, else ``code``."""
+    for problem in report.missing:
+        print(f"infradoctor scan: error: {problem.path}: no such file or directory", file=sys.stderr)
+    if report.missing:
+        return EXIT_USAGE
+    if report.unchecked:
+        return max(code, EXIT_FINDINGS)
+    return code
 
 
 class ScanCommand(Command):
@@ -36,9 +47,14 @@ class ScanCommand(Command):
       ignore = ["C012"]
       per-file-ignores = {"tests/*" = ["C009"]}
       exclude = ["build/*"]
-    --fix applies safe fixes only: C014 (adds weights_only=True where it is missing).
-    Exit status: 1 when findings remain (like other linters; --fail-on changes the threshold), 0 otherwise,
-    2 for usage or configuration errors.
+    --fix applies safe fixes only: C014 (adds weights_only=True where it is missing); it rewrites a file atomically
+    (a temporary file, then a rename) and keeps its permissions.
+
+    A file that cannot be read, decoded or parsed is reported as an error line (`path: error: parse-error: ...`)
+    and the rest is still checked; it is never passed silently.
+    Exit status: 0 when everything was checked and nothing was found; 1 when findings remain (like other linters;
+    --fail-on changes the threshold) or a file could not be checked; 2 for usage or configuration errors,
+    including a PATH that does not exist (the other paths are still checked and reported).
     """
 
     name = "scan"
@@ -56,7 +72,7 @@ class ScanCommand(Command):
         add_result_options(parser, default_fail_on="info")
 
     def run(self, args: argparse.Namespace) -> int:
-        """Scan, write the chosen format, store the run, and exit 1 when findings remain."""
+        """Scan, write the chosen format, store the run; exit 1 on findings or unchecked files, 2 on missing paths."""
         if args.format == "json" and args.json and args.output and args.json != args.output:
             raise UsageError("--format json writes the result; use either --output or --json")
         if args.json == "-" and args.format != "json" and not args.output:
@@ -73,7 +89,7 @@ class ScanCommand(Command):
         finish_args.quiet = True  # the linter output below is the human output
         if args.format == "json":
             finish_args.json = args.output or args.json or "-"
-            return finish(finish_args, result)
+            return _exit_code(report, finish(finish_args, result))
         if args.format == "sarif":
             text = json.dumps(to_sarif(report), indent=2, ensure_ascii=False) + "\n"
         else:
@@ -86,7 +102,7 @@ class ScanCommand(Command):
         else:
             sys.stdout.write(text)
             sys.stdout.flush()
-        return finish(finish_args, result)
+        return _exit_code(report, finish(finish_args, result))
 
 
 COMMAND = ScanCommand()

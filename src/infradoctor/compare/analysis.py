@@ -87,16 +87,21 @@ class MetricChange:
         """Moved in the bad direction (significantly, when a CI exists; by more than 5% otherwise)."""
         return self._moved("bad")
 
+    @property
+    def direction(self) -> str:
+        """``better``, ``worse`` or ``same``/``unknown`` by the raw change, whatever the noise."""
+        if not self.comparable or self.better == "unknown":
+            return "unknown"
+        if self.change == 0:
+            return "same"
+        return "better" if (self.change < 0) == (self.better == "lower") else "worse"
+
     def _moved(self, which: str) -> bool:
-        if not self.comparable or self.better == "unknown" or self.change == 0:
+        # Only a confidence interval that excludes zero makes a change an improvement or a regression; a single
+        # headline value per run cannot tell a change from noise.
+        if self.significant is not True:
             return False
-        good = (self.change < 0) == (self.better == "lower")
-        if (which == "good") != good:
-            return False
-        if self.significant is not None:
-            return self.significant
-        pct = self.change_pct
-        return pct is not None and abs(pct) >= 5.0
+        return self.direction == ("better" if which == "good" else "worse")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON row."""
@@ -112,6 +117,7 @@ class MetricChange:
             "significant": self.significant,
             "better": self.better,
             "improved": self.improved,
+            "direction": self.direction,
             "regression": self.regression,
             "source": self.source,
             "comparable": self.comparable,
@@ -158,6 +164,31 @@ def _distributions(result: Result) -> dict[str, list[float]]:
 
 
 _PER_STEP = re.compile(r"^steps?(_|$)")
+_LATENCY_PERCENTILE = re.compile(r"^(p\d+(_\d+)?|mean)_ms$")
+
+
+def _covered_by(headline_key: str, distributions: set[str]) -> bool:
+    """True when a headline value is a statistic of a distribution both runs stored (it would repeat its row)."""
+    for name in distributions:
+        if headline_key.startswith(f"{name}_p") or headline_key == f"{name}_mean":
+            return True
+        if name == "latency_ms" and _LATENCY_PERCENTILE.match(headline_key):
+            return True
+    return False
+
+
+def run_warnings(before: Result, after: Result) -> list[str]:
+    """Reasons the two runs may not measure the same thing, or the after run is not a valid measurement."""
+    warnings: list[str] = []
+    if before.command != after.command:
+        warnings.append(f"the runs come from different commands ({before.command} vs {after.command})")
+    for name, run in (("before", before), ("after", after)):
+        if run.exit_status not in (None, 0):
+            warnings.append(f"the {name} run's workload exited with status {run.exit_status}")
+        if any(e.source not in ("store", "kernel-log") for e in run.errors):
+            sources = sorted({e.source for e in run.errors})
+            warnings.append(f"the {name} run is partial ({', '.join(sources)})")
+    return warnings
 
 
 def _samples_per_step(result: Result) -> float | None:
@@ -207,6 +238,8 @@ def compare_changes(before: Result, after: Result, *, resamples: int = 400) -> l
             )
     head_b = _numbers(before.metrics.get("headline"))
     head_a = _numbers(after.metrics.get("headline"))
+    covered = set(dist_b) & set(dist_a)
+    head_b = {k: v for k, v in head_b.items() if not _covered_by(k, covered)}
     rows.extend(
         MetricChange(
             metric=name,
@@ -254,6 +287,7 @@ def compare_results(before: Result, after: Result, *, resamples: int = 400) -> R
             "after": side(after),
             "changes": [r.to_dict() for r in rows],
             "findings_resolved": fixed,
+            "warnings": run_warnings(before, after),
             "findings_new": new,
             "headline": {
                 "improvements": improvements,

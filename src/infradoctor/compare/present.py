@@ -19,6 +19,9 @@ def verdict(row: Mapping[str, Any]) -> str:
         return "better"
     if row.get("significant") is False:
         return "within noise"
+    direction = row.get("direction")
+    if row.get("significant") is None and direction in ("better", "worse"):
+        return f"{direction}, no CI"
     return "changed" if row.get("change") else "same"
 
 
@@ -54,6 +57,7 @@ def sections(result: Result) -> list[Section]:
         lines.append("findings resolved: " + ", ".join(map(str, resolved)))
     if new:
         lines.append("new findings: " + ", ".join(map(str, new)))
+    lines += [f"WARNING: {w}" for w in result.metrics.get("warnings") or []]
     notes = sorted({str(r["note"]) for r in rows if r.get("note")})
     lines += [f"note: {n}" for n in notes]
     regressions = [r for r in rows if r.get("regression")]

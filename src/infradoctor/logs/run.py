@@ -1,27 +1,42 @@
 """``analyze_logs(paths, options) -> Result``: read every file, sniff its format, parse, build evidence, run rules.
 
 Files that cannot be read (missing, directories, no permission, empty) and lines that cannot be used are counted
-and reported as error notes; they never stop the run.
+and reported as error notes; they never stop the run. A file that yields no parsed line because it could not be read
+(a truncated ``.gz``) or because no line is in the format forced with ``--format`` gets ``error`` in its
+``metrics.files`` row: it is not measured. ``-`` reads standard input.
 """
 
 from __future__ import annotations
 
+import contextlib
+import shutil
+import sys
+import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from infradoctor.logs.evidence import LogsEvidence, build_evidence, hist_sample, iso
 from infradoctor.logs.formats import ParseOptions, choose_format
+from infradoctor.logs.formats.access import POLARS_REQUIREMENT
 from infradoctor.logs.rules import RuleOptions, run_rules
 from infradoctor.logs.signatures import BY_ID, xid_info
 from infradoctor.logs.source import SourceError, open_source, read_sample
 from infradoctor.logs.stats import LogStats
 from infradoctor.result import ErrorNote, Result, new_result, utc_now_iso
 
+STDIN = "-"
+"""The path that means standard input."""
+STDIN_NAME = "<stdin>"
+"""How standard input is named in the result."""
+SPOOL_CHUNK_BYTES = 1 << 20
+"""Bytes copied at a time when spooling standard input."""
+READ_ERRORS = ("read_error", "unreadable")
+"""Skip reasons that mean the file's bytes could not be read (damaged or truncated compression, I/O errors)."""
 MAX_TIMELINE_POINTS = 1440
 """The timeline is coarsened (bucket a multiple of 60 s) to at most this many points."""
 DISTRIBUTION_LIMIT = 5000
@@ -51,8 +66,11 @@ def analyze_logs(
     clock: Callable[[], float] = time.perf_counter,
     cpu_clock: Callable[[], float] = time.process_time,
     now: Callable[[], str] = utc_now_iso,
+    stdin: BinaryIO | None = None,
 ) -> Result:
     """Analyse the log files and return the ``logs`` result.
+
+    A path ``-`` reads standard input (``stdin`` when given, else ``sys.stdin.buffer``), shown as ``<stdin>``.
 
     Raises:
         FormatError: ``--nginx-log-format`` does not compile (a usage error).
@@ -65,41 +83,16 @@ def analyze_logs(
     parse_options = ParseOptions(engine=opts.engine)
     file_rows: list[dict[str, Any]] = []
     errors: list[ErrorNote] = []
-    for raw in paths:
-        path = Path(raw)
-        row: dict[str, Any] = {"file": str(raw), "format": None, "lines": 0, "parsed": 0, "skipped": {}, "bytes": 0}
-        file_rows.append(row)
-        try:
-            source = open_source(path, str(raw))
-        except SourceError as exc:
-            row["error"] = exc.reason
-            stats.skip(f"file_{exc.reason}", 1)
-            errors.append(ErrorNote(f"logs:{exc.reason}", str(exc)))
-            continue
-        if source.size_bytes == 0:
-            row["error"] = "empty"
-            errors.append(ErrorNote("logs:empty", f"{source.name}: empty file"))
-            continue
-        sample = read_sample(source)
-        year = _file_year(path)
-        fmt, score = choose_format(opts.format, sample, nginx_log_format=opts.nginx_log_format,
-                                   envoy_log_format=opts.envoy_log_format, year=year)
-        row["format"] = fmt.name
-        row["sniff_share"] = round(score, 3)
-        before = (stats.lines, stats.parsed, stats.bytes, Counter(stats.skipped), Counter(stats.engines))
-        file_start = clock()
-        fmt.parse(source, stats, parse_options)
-        row["seconds"] = round(clock() - file_start, 4)
-        row["lines"] = stats.lines - before[0]
-        row["parsed"] = stats.parsed - before[1]
-        row["bytes"] = stats.bytes - before[2]
-        row["skipped"] = dict(stats.skipped - before[3])
-        engines = stats.engines - before[4]
-        if engines:
-            row["engine"] = next(iter(engines))
-        stats.formats[fmt.name] += 1
-        if not sample:
-            errors.append(ErrorNote("logs:no_text", f"{source.name}: no text lines at the start (binary?)"))
+    with contextlib.ExitStack() as cleanup:
+        for raw in paths:
+            path, name = Path(raw), str(raw)
+            if name == STDIN:
+                path, name = cleanup.enter_context(spool_stdin(stdin)), STDIN_NAME
+            file_rows.append(_analyze_file(path, name, opts, parse_options, stats, errors, clock))
+    if stats.fast_engine_missing:
+        errors.append(ErrorNote("logs.engine", "the fast access-log engine (polars) is not installed; large access "
+                                "logs were parsed by the pure-Python engine, about 2-3x slower: "
+                                f"pip install '{POLARS_REQUIREMENT}'"))
     for row in file_rows:
         errors += [ErrorNote(f"logs:skipped:{reason}", f"{row['file']}: lines skipped ({reason.replace('_', ' ')})",
                              count) for reason, count in sorted(row["skipped"].items())]
@@ -121,6 +114,69 @@ def analyze_logs(
         findings=findings,
         errors=errors,
     )
+
+
+def _analyze_file(path: Path, name: str, opts: LogsOptions, parse_options: ParseOptions, stats: LogStats,
+                  errors: list[ErrorNote], clock: Callable[[], float]) -> dict[str, Any]:
+    """Parse one file into ``stats``; its ``metrics.files`` row (``error`` set when nothing could be measured)."""
+    row: dict[str, Any] = {"file": name, "format": None, "lines": 0, "parsed": 0, "skipped": {}, "bytes": 0}
+    try:
+        source = open_source(path, name)
+    except SourceError as exc:
+        row["error"] = exc.reason
+        stats.skip(f"file_{exc.reason}", 1)
+        errors.append(ErrorNote(f"logs:{exc.reason}", str(exc)))
+        return row
+    if source.size_bytes == 0:
+        row["error"] = "empty"
+        errors.append(ErrorNote("logs:empty", f"{source.name}: empty file"))
+        return row
+    sample = read_sample(source)
+    fmt, score = choose_format(opts.format, sample, nginx_log_format=opts.nginx_log_format,
+                               envoy_log_format=opts.envoy_log_format, year=_file_year(path))
+    row["format"] = fmt.name
+    row["sniff_share"] = round(score, 3)
+    before = (stats.lines, stats.parsed, stats.bytes, Counter(stats.skipped), Counter(stats.engines))
+    file_start = clock()
+    fmt.parse(source, stats, parse_options)
+    row["seconds"] = round(clock() - file_start, 4)
+    row["lines"] = stats.lines - before[0]
+    row["parsed"] = stats.parsed - before[1]
+    row["bytes"] = stats.bytes - before[2]
+    row["skipped"] = dict(stats.skipped - before[3])
+    engines = stats.engines - before[4]
+    if engines:
+        row["engine"] = next(iter(engines))
+    stats.formats[fmt.name] += 1
+    if not sample:
+        errors.append(ErrorNote("logs:no_text", f"{source.name}: no text lines at the start (binary?)"))
+    if row["parsed"] == 0:
+        read_errors = sum(row["skipped"].get(reason, 0) for reason in READ_ERRORS)
+        if read_errors:
+            row["error"] = "read_error"
+            errors.append(ErrorNote("logs:unmeasured", f"{source.name}: could not be read (a damaged or truncated "
+                                    "file?) and no line was parsed; it is not measured"))
+        elif opts.format != "auto" and row["lines"]:
+            row["error"] = "format_mismatch"
+            errors.append(ErrorNote("logs:unmeasured", f"{source.name}: none of its {row['lines']} lines is in the "
+                                    f"--format {opts.format} format; it is not measured (try --format auto)"))
+    return row
+
+
+@contextlib.contextmanager
+def spool_stdin(stream: BinaryIO | None = None) -> Iterator[Path]:
+    """Standard input (or ``stream``) copied to a temporary file, deleted afterwards.
+
+    The parsers read a file twice (a sample to sniff the format, then the whole) and the polars engine reads it in
+    chunks, so a pipe is spooled to disk once, in :data:`SPOOL_CHUNK_BYTES` pieces (memory stays flat).
+    """
+    source = stream if stream is not None else getattr(sys.stdin, "buffer", None)  # None: no stdin at all
+    with tempfile.TemporaryDirectory(prefix="infradoctor-logs-") as tmp:
+        path = Path(tmp) / "stdin.log"
+        with path.open("wb") as fh:
+            if source is not None:
+                shutil.copyfileobj(source, fh, SPOOL_CHUNK_BYTES)
+        yield path
 
 
 def _file_year(path: Path) -> int:

@@ -96,6 +96,8 @@ class LogStats:
     """Format name -> files parsed with it."""
     engines: Counter[str] = field(default_factory=Counter)
     """Access-log engine (``polars``/``python``) -> files parsed with it."""
+    fast_engine_missing: bool = False
+    """A file would have been parsed by polars, but polars is not installed (the Python engine parsed it)."""
 
     def skip(self, reason: str, count: int = 1, message: str | None = None) -> None:
         """Count skipped lines (or a skipped file, with its message)."""

@@ -28,10 +28,10 @@ _AFTER = re.compile(r"^(?P<scenario>.*?)[-_:/ ]?(after|fixed|improved|fix)$", re
 
 COMMAND_ASSUMPTIONS = {
     "profile": "The workload ran as a child process under light instrumentation (patched PyTorch entry points, "
-    "no per-op tracing); its measured overhead is kept under 5% by the profile benchmark.",
-    "load": "Load came from this machine over loopback; latency percentiles are from HDR-style histograms, "
-    "open-loop latencies are measured from the intended send time (coordinated omission corrected), and points "
-    "where the load generator saturated are excluded from verdicts.",
+    "no per-op tracing); the instrumentation's overhead is measured by the profile benchmark, not in these runs.",
+    "load": "Load came from this machine; latency percentiles are from HDR-style histograms, open-loop latencies "
+    "are measured from the intended send time (coordinated omission corrected), and points where the load "
+    "generator saturated are excluded from verdicts.",
     "route": "Routed and direct requests were interleaved in time at the same concurrency, so drift affects both.",
     "logs": "Log lines that could not be parsed are counted, not guessed at.",
     "node": "GPU facts come from NVML (or nvidia-smi XML); kernel-log Xid events from dmesg/journalctl.",
@@ -51,6 +51,17 @@ class Pair:
     """The run after the change."""
     comparison: Result
     """The ``compare`` result of the two."""
+
+    @property
+    def failure(self) -> str:
+        """Why the after run is not a valid measurement (non-zero exit, partial evidence), or ``""``."""
+        run = self.after
+        if run.exit_status not in (None, 0):
+            return f"the after run's workload exited with status {run.exit_status}"
+        problems = sorted({e.source for e in run.errors if e.source not in ("store", "kernel-log")})
+        if problems and not run.metrics.get("headline"):
+            return "the after run measured nothing (" + ", ".join(problems) + ")"
+        return ""
 
     def changes(self) -> list[Mapping[str, Any]]:
         """Comparison rows."""
@@ -200,8 +211,10 @@ def _ranked_pairs(items: Sequence[tuple[Finding, Result]]) -> list[tuple[Finding
     return sorted(items, key=lambda item: order[id(item[0])])
 
 
-def build_writeup(runs: Sequence[Result], *, title: str | None = None, resamples: int = 300) -> Writeup:
-    """The report's content from stored runs."""
+def build_writeup(
+    runs: Sequence[Result], *, title: str | None = None, resamples: int = 300, skipped: Sequence[str] = ()
+) -> Writeup:
+    """The report's content from stored runs; ``skipped`` names runs that could not be read."""
     if not runs:
         raise ValueError("a report needs at least one run")
     ordered = sorted(runs, key=lambda r: (r.started_at, r.run_id or ""))
@@ -225,6 +238,9 @@ def build_writeup(runs: Sequence[Result], *, title: str | None = None, resamples
         if top:
             summary.append(f"{scen}Bottleneck: " + "; ".join(f"{f.code} {f.name}: {f.title}" for f in top))
         change = pair.after.note or f"re-measured as '{pair.after.label}'"
+        if pair.failure:
+            summary.append(f"{scen}Implemented: {change}; NOT confirmed: {pair.failure}")
+            continue
         summary.append(f"{scen}Implemented and tested: {change}")
         keys = pair.key_changes(2)
         if keys:
@@ -233,10 +249,10 @@ def build_writeup(runs: Sequence[Result], *, title: str | None = None, resamples
         summary.append("Bottleneck: " + "; ".join(f"{f.code} {f.name}: {f.title}" for f, _ in found[:3]))
     if remaining:
         summary.append("Remaining opportunities: " + "; ".join(f"{f.code} {f.name}" for f, _ in remaining[:4]))
-    elif pairs:
+    elif pairs and not any(p.failure for p in pairs):
         summary.append("Remaining opportunities: none above the detection thresholds in the after runs.")
 
-    method = _method(ordered)
+    method = _method(ordered) + [f"Not used (unreadable): {s}" for s in skipped]
 
     changes: list[str] = []
     for pair in pairs:
@@ -246,6 +262,9 @@ def build_writeup(runs: Sequence[Result], *, title: str | None = None, resamples
             f"{scen}{note} (baseline run {pair.before.run_id or 'unsaved'}, "
             f"after run {pair.after.run_id or 'unsaved'}, {pair.after.command})"
         )
+        if pair.failure:
+            changes.append(f"    not a valid measurement: {pair.failure}")
+        changes += [f"    WARNING: {w}" for w in pair.comparison.metrics.get("warnings") or []]
         changes += [f"    {describe_change(row)}" for row in pair.key_changes(4)]
         resolved = pair.comparison.metrics.get("findings_resolved") or []
         new = pair.comparison.metrics.get("findings_new") or []
@@ -334,12 +353,31 @@ def _method(runs: Sequence[Result]) -> list[str]:
     for command in commands:
         if command in COMMAND_ASSUMPTIONS:
             lines.append(f"Assumption ({command}): {COMMAND_ASSUMPTIONS[command]}")
+    hosts = sorted({h for h in (_url_host(r) for r in runs) if h})
+    if hosts:
+        loopback = all(h in ("127.0.0.1", "localhost", "::1") or h.startswith("127.") for h in hosts)
+        where = "over loopback (client and server on one machine)" if loopback else "to " + ", ".join(hosts)
+        lines.append(f"Network: requests went {where}.")
     partial = [r for r in runs if r.errors]
     for run in partial:
         lines.append(
             f"Partial evidence in run {run.run_id}: " + "; ".join(f"{e.source}: {e.message}" for e in run.errors[:3])
         )
     return lines
+
+
+def _url_host(run: Result) -> str | None:
+    from urllib.parse import urlsplit
+
+    target = run.target if isinstance(run.target, Mapping) else {}
+    url = target.get("url") or target.get("router") or target.get("load_url")
+    if not url:
+        service = run.metrics.get("service") if isinstance(run.metrics, Mapping) else None
+        url = service.get("load_url") if isinstance(service, Mapping) else None
+    try:
+        return urlsplit(str(url)).hostname if url else None
+    except ValueError:
+        return None
 
 
 def _headline(run: Result) -> dict[str, Any]:

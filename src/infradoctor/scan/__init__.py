@@ -6,7 +6,9 @@ and dispatches to one rule module per code (:mod:`infradoctor.scan.rules`).
 Result ``metrics`` layout:
 
 - ``headline``: ``findings``, ``files_scanned``, ``lines_scanned``, ``file_problems`` (files that could not be
-  scanned: parse errors, bad encoding, too large, unreadable, missing), ``suppressed`` (``# noqa``),
+  scanned: parse errors, bad encoding, too large, unreadable, missing; each is also in ``errors`` as
+  ``scan:<kind>``, and any but ``fix-failed`` makes the command exit 1, or 2 for a missing path), ``suppressed``
+  (``# noqa``),
   ``fixes_applied``, ``lines_per_s``.
 - ``by_code``: ``{code: count}`` of findings.
 - ``by_file``: ``{path: count}`` for the 50 files with most findings.

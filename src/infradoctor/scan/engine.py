@@ -8,11 +8,13 @@ scan continues with the next file.
 from __future__ import annotations
 
 import ast
+import contextlib
 import errno
 import io
 import os
 import re
 import stat
+import tempfile
 import time
 import tokenize
 from collections.abc import Iterable, Iterator, Sequence
@@ -41,6 +43,9 @@ DEFAULT_EXCLUDED_DIRS = frozenset(
      ".pytest_cache", "node_modules", ".infradoctor", ".eggs"}
 )
 """Directory names skipped while walking a directory (not when named on the command line)."""
+
+FIX_ONLY_PROBLEMS = frozenset({"fix-failed"})
+"""Problem kinds about ``--fix`` only: the file itself was checked."""
 
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:\s*,?\s*[A-Z]+[0-9]+)*))?", re.IGNORECASE)
 
@@ -131,6 +136,16 @@ class ScanReport:
     """Codes that ran (before per-file ignores)."""
     config_sources: tuple[str, ...] = ()
     """pyproject.toml files that configured the scan."""
+
+    @property
+    def unchecked(self) -> tuple[FileProblem, ...]:
+        """Problems that left a file (or path) unchecked: everything but a fix that could not be written."""
+        return tuple(p for p in self.problems if p.kind not in FIX_ONLY_PROBLEMS)
+
+    @property
+    def missing(self) -> tuple[FileProblem, ...]:
+        """Paths named by the caller that do not exist."""
+        return tuple(p for p in self.problems if p.kind == "not-found")
 
 
 @dataclass
@@ -294,7 +309,7 @@ def iter_files(paths: Iterable[Path], problems: list[FileProblem], config_for: A
             st = os.stat(root)
         except OSError as exc:
             kind = "symlink-loop" if exc.errno == errno.ELOOP else (
-                "not-found" if exc.errno == errno.ENOENT else "unreadable")
+                "not-found" if exc.errno in (errno.ENOENT, errno.ENOTDIR) else "unreadable")
             problems.append(FileProblem(display_path(root), kind, exc.strerror or str(exc)))
             continue
         if stat.S_ISDIR(st.st_mode):
@@ -463,7 +478,7 @@ def _fix_file(path: Path, display: str, data: bytes, text: str, outcome: _FileOu
         problems.append(FileProblem(display, "fix-failed", f"fix would not parse ({exc}); file left unchanged"))
         return outcome
     try:
-        path.write_bytes(new_data)
+        write_atomic(path, new_data)
     except OSError as exc:
         problems.append(FileProblem(display, "fix-failed", f"cannot write: {exc.strerror or exc}"))
         return outcome
@@ -472,3 +487,33 @@ def _fix_file(path: Path, display: str, data: bytes, text: str, outcome: _FileOu
     rechecked.suppressed = outcome.suppressed
     return rechecked
 
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace the file's content in one step: a temporary file in the same directory, then ``os.replace``.
+
+    A crash or a full disk leaves either the old or the new file, never a truncated one. The file's permission
+    bits (and, where allowed, owner and group) are kept; a symbolic link is followed (its target is replaced, the link
+    stays).
+
+    Raises:
+        OSError: the directory is not writable, the disk is full, ...
+    """
+    target = Path(os.path.realpath(path))
+    st = target.stat()
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+            made = os.fstat(fh.fileno())
+        if (made.st_uid, made.st_gid) != (st.st_uid, st.st_gid):
+            with contextlib.suppress(OSError):  # only root (or a group member) may; the content matters more
+                os.chown(tmp_name, st.st_uid, st.st_gid)
+        os.chmod(tmp_name, stat.S_IMODE(st.st_mode))
+        os.replace(tmp_name, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp_name)
+        raise

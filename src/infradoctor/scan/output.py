@@ -35,15 +35,7 @@ def format_text(report: ScanReport, *, summary: bool = True) -> str:
     lines.extend(format_problem(p) for p in report.problems)
     if summary:
         lines.extend(f"{f.path}:{f.line}: fixed {f.code}: {f.description}" for f in report.fixes)
-        count = len(report.violations)
-        fixable = sum(v.fixable for v in report.violations)
-        if count:
-            text = f"Found {count} finding{'s' if count != 1 else ''}"
-            if fixable:
-                text += f" ({fixable} fixable with --fix)"
-            lines.append(text + ".")
-        else:
-            lines.append("All checks passed.")
+        lines.append(verdict(report))
         extra = []
         if report.fixes:
             extra.append(f"fixed {len(report.fixes)}")
@@ -52,9 +44,36 @@ def format_text(report: ScanReport, *, summary: bool = True) -> str:
         if report.problems:
             extra.append(f"{len(report.problems)} file problem{'s' if len(report.problems) != 1 else ''}")
         files = f"{report.files_scanned} file{'s' if report.files_scanned != 1 else ''}"
-        lines.append(f"Scanned {files}, {report.lines_scanned} lines in "
+        lines.append(f"Scanned {files}, {_plural(report.lines_scanned, 'line')} in "
                      f"{report.duration_s:.2f} s" + (f" ({', '.join(extra)})" if extra else "") + ".")
     return "".join(line + "\n" for line in lines)
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'s' if count != 1 else ''}"
+
+
+def verdict(report: ScanReport) -> str:
+    """The one-line outcome: findings, paths or files that could not be checked, or "All checks passed."."""
+    count = len(report.violations)
+    fixable = sum(v.fixable for v in report.violations)
+    unchecked = report.unchecked
+    parts = []
+    if count:
+        parts.append(f"Found {_plural(count, 'finding')}" + (f" ({fixable} fixable with --fix)" if fixable else ""))
+    if report.missing:
+        parts.append(f"{_plural(len(report.missing), 'path')} not found")
+    if len(unchecked) > len(report.missing):
+        parts.append(f"{_plural(len(unchecked) - len(report.missing), 'file')} could not be checked "
+                     "(errors above)")
+    if parts:
+        text = "; ".join(parts)
+        if not count and unchecked:
+            text = "No findings in the checked files, but " + text
+        return text[0].upper() + text[1:] + "."
+    if report.files_scanned == 0:
+        return "No Python files found."
+    return "All checks passed."
 
 
 def to_finding(v: Violation) -> Finding:

@@ -31,6 +31,10 @@ def sections(result: Result) -> list[Section]:
     headline = metrics.get("headline") or {}
     lines = [f"{headline.get('files_scanned', 0)} files, {headline.get('lines_scanned', 0)} lines scanned"
              f"; {headline.get('suppressed', 0)} findings suppressed by noqa"]
+    problems = int(headline.get("file_problems") or 0)
+    if problems:
+        lines.append(f"{problems} file problem{'s' if problems != 1 else ''} (could not be read, decoded, parsed "
+                     "or fixed): see the errors")
     if metrics.get("config"):
         lines.append("configuration: " + ", ".join(metrics["config"]))
     out.append(Section(title="Static checks", tables=tables, lines=lines))

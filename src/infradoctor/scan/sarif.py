@@ -2,7 +2,8 @@
 
 Rule ids are the stable codes (``C003``); each result carries ``partialFingerprints`` computed from the rule, the
 file and the normalised source line (not the line number), so a finding keeps its identity when code above it
-moves. Columns are Unicode code points (``columnKind``).
+moves. Columns are Unicode code points (``columnKind``). Files that could not be checked are
+``toolExecutionNotifications`` and make ``executionSuccessful`` false.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from urllib.parse import quote
 from infradoctor import __version__
 from infradoctor.findings import REGISTRY, Severity, rule_docs
 from infradoctor.scan.config import SCAN_CODES
-from infradoctor.scan.engine import ScanReport
+from infradoctor.scan.engine import FIX_ONLY_PROBLEMS, ScanReport
 
 SARIF_VERSION = "2.1.0"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -95,7 +96,8 @@ def to_sarif(report: ScanReport, *, base_dir: Path | None = None) -> dict[str, A
         })
     notifications = []
     for p in report.problems:
-        note: dict[str, Any] = {"level": "error", "message": {"text": f"{p.kind}: {p.message}"},
+        level = "warning" if p.kind in FIX_ONLY_PROBLEMS else "error"
+        note: dict[str, Any] = {"level": level, "message": {"text": f"{p.kind}: {p.message}"},
                                 "descriptor": {"id": p.kind}}
         location: dict[str, Any] = {"artifactLocation": _artifact(p.path, base)}
         if p.line is not None and p.line >= 1:
@@ -104,10 +106,11 @@ def to_sarif(report: ScanReport, *, base_dir: Path | None = None) -> dict[str, A
         notifications.append(note)
     run: dict[str, Any] = {
         "tool": {"driver": {"name": "infradoctor", "version": __version__, "semanticVersion": __version__,
-                            "informationUri": "https://example.invalid/infradoctor", "rules": rules}},
+                            "rules": rules}},
         "originalUriBaseIds": {"%SRCROOT%": {"uri": base.as_uri() + "/"}},
         "columnKind": "unicodeCodePoints",
         "results": results,
-        "invocations": [{"executionSuccessful": True, "toolExecutionNotifications": notifications}],
+        # Not successful when a path or file could not be checked: a clean result must mean "checked and clean".
+        "invocations": [{"executionSuccessful": not report.unchecked, "toolExecutionNotifications": notifications}],
     }
     return {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [run]}

@@ -2,7 +2,6 @@
 
 import os
 import sys
-import tempfile
 from contextlib import asynccontextmanager
 
 import torch
@@ -13,7 +12,7 @@ from pydantic import BaseModel
 from common import build_model
 
 torch.set_num_threads(1)
-WEIGHTS = os.path.join(tempfile.gettempdir(), f"infradoctor-demo-weights-{os.getpid()}.pt")
+WEIGHTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "classifier-weights.pt")
 torch.save(build_model().state_dict(), WEIGHTS)
 state = {}
 

@@ -288,6 +288,8 @@ class AccessFormat(LineFormat):
             if parse_access_polars(source, self.layout, stats):
                 stats.engines["polars"] += 1
                 return
+        if polars_wanted(source, options):
+            stats.fast_engine_missing = True
         stats.engines["python"] += 1
         super().parse(source, stats, options)
 
@@ -347,11 +349,20 @@ class AccessFormat(LineFormat):
         return sum(1 for line in lines if match(line)) / len(lines)
 
 
-def use_polars(source: LogSource, options: ParseOptions) -> bool:
-    """Whether the polars engine should parse this file."""
+POLARS_REQUIREMENT = "polars>=2.1"
+"""What to install for the fast engine (as in pyproject.toml)."""
+
+
+def polars_wanted(source: LogSource, options: ParseOptions) -> bool:
+    """Whether the polars engine should parse this file, if it is installed."""
     if options.engine == "python":
         return False
-    if options.engine == "auto" and max(source.size_bytes, source.content_bytes) < options.polars_min_bytes:
+    return options.engine != "auto" or max(source.size_bytes, source.content_bytes) >= options.polars_min_bytes
+
+
+def use_polars(source: LogSource, options: ParseOptions) -> bool:
+    """Whether the polars engine should parse this file (wanted and installed)."""
+    if not polars_wanted(source, options):
         return False
     from infradoctor.logs.formats.access_polars import polars_available
 
