@@ -76,19 +76,37 @@ def test_a_dropped_syn_is_a_retransmit_not_a_failure() -> None:
 
 
 def test_connect_probes_honour_the_stop_signal() -> None:
-    calls = 0
-
-    def stop() -> bool:
-        nonlocal calls
-        calls += 1
-        return calls > 5
+    import threading
+    import time
 
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen(64)
         port = listener.getsockname()[1]
-        (probe,) = probe_connects([("open", f"http://127.0.0.1:{port}")], count=50, stop=stop)
-    assert probe.attempts == 5 and probe.failures == {}
+        stop = threading.Event()
+        threading.Timer(0.3, stop.set).start()
+        t0 = time.monotonic()
+        (probe,) = probe_connects([("open", f"http://127.0.0.1:{port}")], count=100_000, stop=stop.is_set)
+    assert time.monotonic() - t0 < 5 and 0 < probe.attempts < 100_000 and probe.failures == {}
+
+
+def test_stop_ends_a_connect_that_is_waiting() -> None:
+    """A SYN dropped by a full accept queue leaves connect() waiting for seconds; Ctrl-C must not."""
+    import threading
+    import time
+
+    with socket.socket() as listener, socket.socket() as filler:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)  # room for one connection, never accepted
+        port = listener.getsockname()[1]
+        filler.connect(("127.0.0.1", port))
+        stop = threading.Event()
+        threading.Timer(0.3, stop.set).start()
+        t0 = time.monotonic()
+        (probe,) = probe_connects([("full", f"http://127.0.0.1:{port}")], count=5, stop=stop.is_set)
+        elapsed = time.monotonic() - t0
+    assert elapsed < CONNECT_TIMEOUT_S * 0.5  # not the 4 s connect timeout
+    assert probe.failures == {}  # the interrupted connect is not a failure
 
 
 def test_resolve_addresses_includes_the_numeric_form() -> None:

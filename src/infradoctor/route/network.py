@@ -6,7 +6,10 @@ All bounded in count and time; anything that cannot be measured comes back as a 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import os
+import selectors
 import shutil
 import socket
 import subprocess
@@ -45,6 +48,9 @@ CONNECT_INTERVAL_S = 0.01
 """Pause after each round of connects (one to every endpoint), so the probes do not overflow a small accept
 queue (a single-threaded server's backlog of 5) and cause the SYN drops they would then report."""
 
+STOP_POLL_S = 0.05
+"""How often a connect in progress checks the stop signal (s)."""
+
 CONNECT_GIVE_UP_AFTER = 3
 """Consecutive failed connects after which a target is not probed further."""
 
@@ -82,6 +88,53 @@ def resolve_addresses(url: str) -> frozenset[str]:
     return frozenset(forms)
 
 
+class _Stopped(Exception):
+    """The stop signal came while a connect was in progress."""
+
+
+def connect_ms(
+    host: str,
+    port: int,
+    *,
+    timeout_s: float = CONNECT_TIMEOUT_S,
+    stop: Callable[[], bool] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> float:
+    """Milliseconds to open (and close) a TCP connection to ``host:port``, name resolution not included.
+
+    Tries each resolved address in turn, like :func:`socket.create_connection`. Raises OSError (TimeoutError after
+    ``timeout_s``); checks ``stop`` every ``STOP_POLL_S`` while waiting and raises ``_Stopped`` when it is set.
+    """
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    error: OSError = OSError(f"no address for {host}")
+    for family, kind, proto, _, address in infos:
+        sock = socket.socket(family, kind, proto)
+        selector = selectors.DefaultSelector()
+        try:
+            sock.setblocking(False)
+            start = clock()
+            deadline = start + timeout_s
+            code = sock.connect_ex(address)
+            selector.register(sock, selectors.EVENT_WRITE)
+            while code in (errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY):
+                if stop is not None and stop():
+                    raise _Stopped
+                remaining = deadline - clock()
+                if remaining <= 0:
+                    raise TimeoutError(f"connect to {host}:{port} timed out after {timeout_s:g} s")
+                if selector.select(min(STOP_POLL_S, remaining)):
+                    code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if code:
+                raise OSError(code, os.strerror(code))
+            return (clock() - start) * 1000.0
+        except OSError as exc:
+            error = exc
+        finally:
+            selector.close()
+            sock.close()
+    raise error
+
+
 def probe_connects(
     targets: Sequence[tuple[str, str]],
     *,
@@ -114,16 +167,17 @@ def probe_connects(
             if streak[name] >= CONNECT_GIVE_UP_AFTER:
                 continue
             host, port = host_port(url)
-            attempts[name] += 1
-            start = clock()
             try:
-                sock = socket.create_connection((host, port), timeout=timeout_s)
+                elapsed = connect_ms(host, port, timeout_s=timeout_s, stop=stop, clock=clock)
+            except _Stopped:
+                stopped = True
+                break
             except OSError as exc:
+                attempts[name] += 1
                 failures[name][connect_error_class(exc)] += 1
                 streak[name] += 1
                 continue
-            elapsed = (clock() - start) * 1000.0
-            sock.close()
+            attempts[name] += 1
             streak[name] = 0
             times[name].append(elapsed)
             if is_syn_retransmit(elapsed / 1000.0):
