@@ -11,7 +11,7 @@ import pytest
 
 from infradoctor.procs import free_port
 from tests.route.servers import backends, haproxy_config, nginx_config, py_router
-from tests.support.servers import Running, haproxy, nginx
+from tests.support.servers import Running, haproxy, nginx, python_server
 
 pytestmark = pytest.mark.integration
 
@@ -23,6 +23,7 @@ def route(
     backend_urls: Sequence[str],
     *extra: str,
     validator: Callable[[dict[str, Any]], None] | None = None,
+    exit_code: int = 0,
 ) -> dict[str, Any]:
     out = tmp_path / f"route_{free_port()}.json"
     args = ["route", "--router", router]
@@ -30,7 +31,7 @@ def route(
         args += ["--backend", url]
     args += ["--duration", "2", "--connects", "10", "--json", str(out), "--quiet", *extra]
     run = cli(*args)
-    assert run.exit_code == 0, run.stderr
+    assert run.exit_code == exit_code, run.stderr
     data: dict[str, Any] = json.loads(out.read_text())
     if validator is not None:
         validator(data)
@@ -49,17 +50,26 @@ def urls(running: Sequence[Running]) -> list[str]:
     return [r.url for r in running]
 
 
+def near_timeout(inferred_ms: float, configured_ms: float) -> bool:
+    """An inferred router timeout matches the configured one: never below it, late by scheduling noise at most
+    (well short of the 500 ms the backend takes, so an inference that reads the backend's latency still fails)."""
+    return configured_ms * 0.95 <= inferred_ms < configured_ms * 1.7
+
+
 def test_healthy_nginx_pool_has_no_findings(cli, tmp_path, result_validator) -> None:
     with backends(tmp_path, [{"latency_ms": 3}, {"latency_ms": 3}]) as bs, nginx(nginx_config(bs), tmp_path) as r:
-        result = route(cli, tmp_path, r.url + "/predict", urls(bs), validator=result_validator)
-    assert codes(result) == [], result["findings"]
+        result = route(cli, tmp_path, r.url + "/predict", urls(bs), "--connects", "50", validator=result_validator)
+    # nothing above low on a healthy pool (a noisy machine may tip an informational one), never R007 from the probe
+    assert [f for f in result["findings"] if f["severity"] not in ("info", "low")] == [], result["findings"]
+    assert "R007" not in codes(result)
+    assert all(c["attempts"] == 50 and c["failures"] == {} for c in result["metrics"]["network"]["connect"])
     metrics = result["metrics"]
     assert metrics["distribution"]["header"] == "x-upstream-addr"
     assert metrics["distribution"]["unattributed"] == 0
     assert [b["share"] for b in metrics["backends"]] == pytest.approx([0.5, 0.5], abs=0.02)
     assert metrics["paths"][0]["kind"] == "router" and metrics["paths"][0]["errors"] == {}
-    # nginx on loopback adds well under a few milliseconds
-    assert -2.0 < metrics["attribution"]["added_p50_ms"]["value"] < 2.0
+    # nginx on loopback adds well under a few milliseconds (one-sided and generous: a shared CI machine is noisy)
+    assert metrics["attribution"]["added_p50_ms"]["value"] < 20.0
     assert all(c["requests_per_connection"] > 5 for c in metrics["network"]["connect"])
     assert all(b["health"]["healthy"] for b in metrics["backends"])
 
@@ -126,7 +136,7 @@ def test_slow_router_is_blamed(cli, tmp_path, result_validator) -> None:
         result = route(cli, tmp_path, r.url + "/predict", urls(bs), validator=result_validator)
     r001 = finding(result, "R001")
     added = r001["evidence"]["added_p50_ms"]
-    assert 20.0 < added["value"] < 60.0 and added["ci_low"] > 15.0
+    assert 20.0 < added["value"] < 150.0 and added["ci_low"] > 15.0  # 25 ms added; generous above (noisy CI)
     assert "R002" not in codes(result)
     assert result["metrics"]["headline"]["router_added_p50_ms"] == pytest.approx(added["value"])
     per_backend = result["metrics"]["attribution"]["per_backend"]
@@ -199,7 +209,7 @@ def test_router_timeout_shorter_than_backend_latency(cli, tmp_path, result_valid
             result = route(cli, tmp_path, r.url + "/predict", urls(bs), "--duration", "2.5",
                            validator=result_validator)
     r008 = finding(result, "R008")
-    assert 240 < r008["evidence"]["inferred_timeout_ms"] < 400
+    assert near_timeout(r008["evidence"]["inferred_timeout_ms"], 250)
     assert r008["evidence"]["timeout_below_backend_p99"] is True
     assert r008["evidence"]["backend_p99_ms"] >= 490
     assert result["metrics"]["timeouts"]["statuses"] == {"http_504": r008["evidence"]["clustered_errors"]}
@@ -214,7 +224,8 @@ def test_nginx_retrying_timeouts_on_the_next_upstream(cli, tmp_path, result_vali
                            validator=result_validator)
     r008 = finding(result, "R008")
     assert r008["evidence"]["attempts"] == 2
-    assert 240 < r008["evidence"]["inferred_timeout_ms"] < 400 and r008["evidence"]["total_ms"] > 480
+    assert near_timeout(r008["evidence"]["inferred_timeout_ms"], 250)
+    assert r008["evidence"]["total_ms"] >= 2 * 250 * 0.95
     assert "per attempt" in r008["title"]
 
 
@@ -252,12 +263,67 @@ def test_cold_backend(cli, tmp_path, result_validator) -> None:
             result = route(cli, tmp_path, r.url + "/predict", urls(bs), validator=result_validator)
     r011 = finding(result, "R011")
     assert r011["evidence"]["backend"] == bs[0].url
-    assert r011["evidence"]["first_p50_ms"] > 100 and r011["evidence"]["steady_p50_ms"] < 50
+    assert r011["evidence"]["first_p50_ms"] > 100  # 150 ms cold, 3 ms warm: relative, not a wall-clock bound
+    assert r011["evidence"]["steady_p50_ms"] < 0.5 * r011["evidence"]["first_p50_ms"]
 
 
 def test_router_not_listening_gives_partial_result(cli, tmp_path, result_validator) -> None:
     dead_router = f"http://127.0.0.1:{free_port()}/predict"
     with backends(tmp_path, [{"latency_ms": 2}]) as bs:
-        result = route(cli, tmp_path, dead_router, urls(bs), "--duration", "0.5", validator=result_validator)
+        result = route(cli, tmp_path, dead_router, urls(bs), "--duration", "0.5", validator=result_validator,
+                       exit_code=3)  # the router could not be measured; the partial result is still written
     assert result["metrics"]["paths"][0]["errors"] == {"connect_refused": result["metrics"]["paths"][0]["requests"]}
     assert any(e["source"] == "route.router" for e in result["errors"])
+    assert result["metrics"]["paths"][1]["ok"] > 0  # the backend was still measured directly
+
+
+def test_router_and_backend_both_dead_exit_3_without_flooding(cli, tmp_path, result_validator) -> None:
+    dead_router, dead_backend = (f"http://127.0.0.1:{free_port()}" for _ in range(2))
+    result = route(cli, tmp_path, dead_router + "/predict", [dead_backend], "--duration", "2",
+                   validator=result_validator, exit_code=3)
+    paths = result["metrics"]["paths"]
+    for path in paths:  # ~10 connects a second per path after the first slot, not thousands
+        assert path["ok"] == 0 and set(path["errors"]) == {"connect_refused"}
+        assert path["requests"] < 80, path
+    sources = {e["source"] for e in result["errors"]}
+    assert "route.router" in sources
+    many = route(cli, tmp_path, dead_router + "/predict", [dead_backend], "--duration", "60", "--connects", "0",
+                 exit_code=3)
+    assert many["metrics"]["plan"]["measured_s"] < 20  # every path unreachable: it gave up early
+    assert "route.unreachable" in {e["source"] for e in many["errors"]}
+
+
+def test_router_answering_502_is_measured_not_unreachable(cli, tmp_path, result_validator) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    conf = f"""
+    upstream app {{ server {dead[7:]}; }}
+    server {{ listen 127.0.0.1:{{port}}; location / {{ proxy_pass http://app; }} }}
+"""
+    with nginx(conf, tmp_path) as r:
+        result = route(cli, tmp_path, r.url + "/predict", [dead], "--duration", "0.5", validator=result_validator)
+    assert set(result["metrics"]["paths"][0]["errors"]) == {"http_502"}  # exit 0: the router answered
+
+
+HTTP_SERVER = """
+import sys
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+class Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Quiet).serve_forever()  # as `python -m http.server`
+"""
+
+
+def test_connect_probes_do_not_overflow_a_small_accept_queue(cli, tmp_path, result_validator) -> None:
+    # `python -m http.server` listens with a backlog of 5: 50 back-to-back connects with a 1 s timeout got
+    # connect_timeouts (SYN retransmits) and a HIGH R007 against this healthy server
+    with python_server(HTTP_SERVER, tmp_path, name="http_server") as a, python_server(
+        HTTP_SERVER, tmp_path, name="http_server"
+    ) as b:
+        result = route(cli, tmp_path, a.url + "/", [b.url], "--duration", "1", "--connects", "50",
+                       validator=result_validator)
+    assert "R007" not in codes(result), result["findings"]
+    connect = result["metrics"]["network"]["connect"]
+    assert [c["attempts"] for c in connect] == [50, 50] and all(c["failures"] == {} for c in connect)

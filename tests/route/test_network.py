@@ -7,7 +7,9 @@ import pytest
 
 from infradoctor.procs import free_port
 from infradoctor.route.network import (
+    CONNECT_TIMEOUT_S,
     check_health,
+    is_syn_retransmit,
     measure_bandwidth,
     parse_counter,
     probe_connects,
@@ -31,6 +33,80 @@ from tests.route.servers import backends
 )
 def test_parse_counter(body: bytes, expected: int | None) -> None:
     assert parse_counter(body) == expected
+
+
+def test_syn_retransmit_times_are_recognised() -> None:
+    assert CONNECT_TIMEOUT_S >= 3.0  # a connect needing the second SYN retransmit (3 s) completes
+    assert is_syn_retransmit(1.002) and is_syn_retransmit(1.2) and is_syn_retransmit(3.01)
+    assert not is_syn_retransmit(0.0004) and not is_syn_retransmit(0.5) and not is_syn_retransmit(2.0)
+    assert not is_syn_retransmit(4.0)
+
+
+def test_a_dropped_syn_is_a_retransmit_not_a_failure() -> None:
+    """A listener whose accept queue is full drops SYNs; the client's retransmit at ~1 s gets through."""
+    import contextlib
+    import threading
+
+    done = threading.Event()
+    held: list[socket.socket] = []
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)  # a full accept queue after one connection
+        listener.settimeout(0.05)
+        port = listener.getsockname()[1]
+
+        def drain_slowly() -> None:  # accepts one connection every 0.4 s, like an overloaded single-threaded server
+            while not done.wait(0.4):
+                with contextlib.suppress(OSError):
+                    held.append(listener.accept()[0])
+
+        thread = threading.Thread(target=drain_slowly, daemon=True)
+        thread.start()
+        try:
+            (probe,) = probe_connects([("slow", f"http://127.0.0.1:{port}")], count=3, interval_s=0)
+        finally:
+            done.set()
+            thread.join(timeout=5)
+            for conn in held:
+                conn.close()
+    assert probe.attempts == 3 and probe.failures == {}  # with a 1 s timeout these were connect_timeout
+    assert probe.syn_retransmits >= 1
+    assert all(is_syn_retransmit(ms / 1000.0) for ms in probe.syn_retransmit_ms)
+    assert probe.to_dict()["syn_retransmits"] == probe.syn_retransmits
+
+
+def test_connect_probes_honour_the_stop_signal() -> None:
+    import threading
+    import time
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        port = listener.getsockname()[1]
+        stop = threading.Event()
+        threading.Timer(0.3, stop.set).start()
+        t0 = time.monotonic()
+        (probe,) = probe_connects([("open", f"http://127.0.0.1:{port}")], count=100_000, stop=stop.is_set)
+    assert time.monotonic() - t0 < 5 and 0 < probe.attempts < 100_000 and probe.failures == {}
+
+
+def test_stop_ends_a_connect_that_is_waiting() -> None:
+    """A SYN dropped by a full accept queue leaves connect() waiting for seconds; Ctrl-C must not."""
+    import threading
+    import time
+
+    with socket.socket() as listener, socket.socket() as filler:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)  # room for one connection, never accepted
+        port = listener.getsockname()[1]
+        filler.connect(("127.0.0.1", port))
+        stop = threading.Event()
+        threading.Timer(0.3, stop.set).start()
+        t0 = time.monotonic()
+        (probe,) = probe_connects([("full", f"http://127.0.0.1:{port}")], count=5, stop=stop.is_set)
+        elapsed = time.monotonic() - t0
+    assert elapsed < CONNECT_TIMEOUT_S * 0.5  # not the 4 s connect timeout
+    assert probe.failures == {}  # the interrupted connect is not a failure
 
 
 def test_resolve_addresses_includes_the_numeric_form() -> None:

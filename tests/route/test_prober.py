@@ -129,3 +129,36 @@ def test_an_unreachable_path_is_probed_lightly() -> None:
     # the first slot sends 3 x 2 requests; after it failed to connect at all, one request per slot
     assert len(run.samples) == 9
     assert {s.error for s in run.samples} == {"connect_refused"}
+
+
+def test_paths_that_never_connect_are_backed_off_and_given_up() -> None:
+    import time
+
+    from infradoctor.route.prober import ALL_UNREACHABLE_GIVE_UP_S, UNREACHABLE_BACKOFF_S
+
+    dead = [f"http://127.0.0.1:{free_port()}/x" for _ in range(2)]
+    paths = [ProbePath("router", ROUTER, dead[0]), ProbePath(dead[1], DIRECT, dead[1])]
+    plan = ProbePlan(concurrency=2, per_worker=2, duration_s=60, max_requests=100_000)
+    t0 = time.monotonic()
+    run = run_sync(run_probe(paths, plan, lambda url: EngineSender(RequestSpec(url=url))))
+    elapsed = time.monotonic() - t0
+    assert run.gave_up and {s.error for s in run.samples} == {"connect_refused"}
+    assert ALL_UNREACHABLE_GIVE_UP_S <= elapsed < 30  # stopped early, not after the 60 s asked for
+    # one connect per slot after the first, one slot per path per backoff pause: no flood
+    per_path = max(sum(1 for s in run.samples if s.path == p.name) for p in paths)
+    assert per_path <= 4 + elapsed / UNREACHABLE_BACKOFF_S
+    assert len(run.samples) < 200
+
+
+@pytest.mark.integration
+def test_a_live_path_keeps_the_probe_going(tmp_path: Path) -> None:
+    dead = f"http://127.0.0.1:{free_port()}/x"
+    with backends(tmp_path, [{"latency_ms": 1}]) as (live,):
+        paths = [ProbePath("router", ROUTER, dead), ProbePath(live.url, DIRECT, live.url + "/predict")]
+        plan = ProbePlan(concurrency=2, per_worker=2, duration_s=3.5, max_requests=100_000)
+        run = run_sync(run_probe(paths, plan, lambda url: EngineSender(RequestSpec(url=url))))
+    assert not run.gave_up and run.duration_s >= 3.5
+    routed = [s for s in run.samples if s.kind == ROUTER]
+    assert {s.error for s in routed} == {"connect_refused"}
+    assert len(routed) < 4 + run.duration_s / 0.1 + 5  # the dead router is backed off
+    assert any(s.ok for s in run.samples if s.kind == DIRECT)

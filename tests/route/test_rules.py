@@ -175,6 +175,9 @@ def test_r007_intermittent_connect_failures_and_slow_connects() -> None:
     assert g.evidence["path"] == B2 and g.severity.value == "medium"
     down = replace(ev, connect=(_probe("router", 0.1), _probe(B1, 0.1), ConnectProbe_down(B2)))
     assert by_code(down, "R007") == []  # all connects failing is "down" (R003), not intermittent
+    # 8 of 50 connects completed only after a SYN retransmit (~1 s): reported as numbers, not an R007 failure
+    retransmits = replace(_probe(B1, 0.1), syn_retransmits=8, syn_retransmit_ms=(1003.0,) * 8)
+    assert by_code(replace(ev, connect=(_probe("router", 0.1), retransmits, _probe(B2, 0.1))), "R007") == []
 
 
 def ConnectProbe_down(name: str):  # noqa: N802

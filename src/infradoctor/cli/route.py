@@ -10,10 +10,10 @@ from pathlib import Path
 from types import FrameType
 
 from infradoctor.cli.base import Command, add_result_options, finish
-from infradoctor.errors import UsageError
+from infradoctor.errors import EXIT_TARGET, UsageError
 from infradoctor.load.engine import StopSignal
 from infradoctor.result import Result
-from infradoctor.route.diagnose import RouteOptions, diagnose, parse_headers, parse_weights
+from infradoctor.route.diagnose import RouteOptions, diagnose, parse_headers, parse_weights, router_unreachable
 from infradoctor.route.rules._common import DEFAULT_SLOW_MS
 
 
@@ -25,7 +25,7 @@ class RouteCommand(Command):
     Reports per-path percentiles with confidence intervals, the latency the router adds at p50 and p99, which
     backend served each routed request (from X-Upstream-Addr, X-Served-By, X-Backend or x-envoy-upstream-host),
     unhealthy or slow backends, uneven distribution, retries, the router's timeout, a health-check audit, and TCP
-    connect times.
+    connect times. Exits 3 (with the partial result written) when no request could connect to the router.
 
     Example: infradoctor route --router http://lb:8080/predict --backend http://10.0.0.5:8000
     --backend http://10.0.0.6:8000 --method POST --body req.json --duration 20
@@ -108,7 +108,11 @@ class RouteCommand(Command):
             seed=args.seed,
             stop=stop,
         )
-        return finish(args, _with_sigint(stop, lambda: diagnose(options)))
+        result = _with_sigint(stop, lambda: diagnose(options))
+        code = finish(args, result)
+        if router_unreachable(result):  # nothing went through the router: the partial result is written, exit 3
+            return max(code, EXIT_TARGET)
+        return code
 
 
 def _with_sigint(stop: StopSignal, work: Callable[[], Result]) -> Result:

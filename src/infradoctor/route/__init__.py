@@ -23,7 +23,8 @@ rules (:mod:`infradoctor.route.rules`) turn the evidence into findings.
   ``count``, ``statuses``, ``spread_ms``, ``backend_p99_ms``), or null.
 - ``retries``: ``source``, ``client_requests``, ``backend_attempts``, ``extra_attempts``, ``amplification`` or null.
 - ``network``: ``connect`` (per endpoint: ``attempts``, ``failures``, ``p50_ms``, ``p99_ms``, ``keep_alive``,
-  ``requests_per_connection``) and ``bandwidth`` (iperf3 per host, or the reason it was not measured).
+  ``requests_per_connection``, ``syn_retransmits``: connects that completed after a SYN retransmit at ~1 s / ~3 s,
+  with their times in ``syn_retransmit_ms``) and ``bandwidth`` (iperf3 per host, or the reason it was not measured).
 - ``plan``: concurrency, requests per connection per slot, duration, timeout, method, header, weights.
 - ``headline``: ``router_added_p50_ms``, ``router_added_p99_ms``, ``routed_p50_ms``, ``direct_p50_ms``,
   ``routed_p99_ms``, ``direct_p99_ms``, ``routed_error_rate``, ``direct_error_rate``, ``requests``.

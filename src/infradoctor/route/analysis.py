@@ -103,6 +103,8 @@ class ProbeRun:
     """TCP connections opened per path (for requests per connection)."""
     attempt_header: str | None = None
     """The response header that carried upstream attempt counts (e.g. ``x-envoy-attempt-count``), when found."""
+    gave_up: bool = False
+    """True when the probe ended early because no path could be connected to for a while."""
 
 
 def address_of(url_or_value: str) -> str:

@@ -18,7 +18,7 @@ from infradoctor.errors import UsageError
 from infradoctor.load.engine import StopSignal, run_sync
 from infradoctor.load.spec import RequestSpec
 from infradoctor.result import ErrorNote, Result, new_result, utc_now_iso
-from infradoctor.route.analysis import BackendTarget, ProbeRun, analyze
+from infradoctor.route.analysis import CONNECT_ERROR_CLASSES, BackendTarget, ProbeRun, analyze
 from infradoctor.route.evidence import DIRECT, ROUTER, Bandwidth, HealthCheck, RouteEvidence
 from infradoctor.route.network import (
     HEALTH_PATHS,
@@ -29,7 +29,14 @@ from infradoctor.route.network import (
     read_counter,
     resolve_addresses,
 )
-from infradoctor.route.prober import ATTEMPT_HEADERS, UPSTREAM_HEADERS, ProbePath, ProbePlan, run_probe
+from infradoctor.route.prober import (
+    ALL_UNREACHABLE_GIVE_UP_S,
+    ATTEMPT_HEADERS,
+    UPSTREAM_HEADERS,
+    ProbePath,
+    ProbePlan,
+    run_probe,
+)
 from infradoctor.route.rules import RuleOptions, run_rules
 from infradoctor.route.rules._common import DEFAULT_SLOW_MS
 from infradoctor.route.sender import EngineSender
@@ -138,7 +145,10 @@ def diagnose(options: RouteOptions) -> Result:
     errors: list[ErrorNote] = []
     targets = [BackendTarget(url, resolve_addresses(url)) for url in options.backends]
     endpoints = [(ROUTER, options.router), *((url, url) for url in options.backends)]
-    connect = probe_connects(endpoints, count=options.connect_probes) if options.connect_probes > 0 else []
+    stopped = options.stop.is_set if options.stop is not None else None
+    connect = (
+        probe_connects(endpoints, count=options.connect_probes, stop=stopped) if options.connect_probes > 0 else []
+    )
     before = {url: read_counter(url, options.counter_path) for url in options.backends} if options.counter_path else {}
     run: ProbeRun = run_sync(_probe(options))
     deltas: dict[str, int | None] = {}
@@ -168,6 +178,14 @@ def diagnose(options: RouteOptions) -> Result:
         seed=options.seed,
     )
     errors.extend(_notes(evidence))
+    if run.gave_up:
+        errors.append(
+            ErrorNote(
+                "route.unreachable",
+                f"no path could be connected to for {ALL_UNREACHABLE_GIVE_UP_S:g} s; stopped after "
+                f"{run.duration_s:.1f} s",
+            )
+        )
     if options.stop is not None and options.stop.is_set():
         errors.append(ErrorNote("route.interrupted", f"stopped early after {run.duration_s:.1f} s; partial result"))
     findings = run_rules(evidence, RuleOptions(slow_backend_ms=options.slow_ms))
@@ -216,11 +234,26 @@ async def _probe(options: RouteOptions) -> ProbeRun:
     return await run_probe(paths, plan, make_sender, opened=lambda s: getattr(s, "opened", 0))
 
 
+def router_unreachable(result: Result) -> bool:
+    """True when routed requests were sent and none connected (connect errors only).
+
+    Then the router could not be measured; a router that answers, even with 502s, is measurable.
+    """
+    paths = result.metrics.get("paths") or []
+    router = next((p for p in paths if p.get("kind") == ROUTER), None)
+    if router is None or not router.get("requests") or router.get("ok"):
+        return False
+    errors = router.get("errors") or {}
+    return bool(errors) and set(errors) <= CONNECT_ERROR_CLASSES and sum(errors.values()) == router["requests"]
+
+
 def _notes(evidence: RouteEvidence) -> list[ErrorNote]:
     notes: list[ErrorNote] = []
     if evidence.router.requests and evidence.router.ok == 0:
         classes = ", ".join(f"{k} x{v}" for k, v in evidence.router.errors.items())
-        notes.append(ErrorNote("route.router", f"no routed request succeeded ({classes})"))
+        reached = not set(evidence.router.errors) <= CONNECT_ERROR_CLASSES
+        what = "no routed request succeeded" if reached else "could not connect to the router"
+        notes.append(ErrorNote("route.router", f"{what} ({classes})"))
     dist = evidence.distribution
     if evidence.router.ok and dist.header is None:
         notes.append(

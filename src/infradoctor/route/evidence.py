@@ -431,6 +431,11 @@ class ConnectProbe:
     """True when the path served several requests per connection during the run; None when not measured."""
     requests_per_connection: float | None = None
     """Requests per TCP connection the prober saw on this path during the run."""
+    syn_retransmits: int = 0
+    """Connects that succeeded only after a SYN retransmission (took ~1 s or ~3 s): a dropped SYN or SYN-ACK (full
+    accept queue, packet loss), not a failure."""
+    syn_retransmit_ms: tuple[float, ...] = ()
+    """How long each of those connects took (ms)."""
 
     @property
     def failure_rate(self) -> float:
@@ -449,6 +454,8 @@ class ConnectProbe:
             "p99_ms": _r(self.p99_ms),
             "keep_alive": self.keep_alive,
             "requests_per_connection": _r(self.requests_per_connection),
+            "syn_retransmits": self.syn_retransmits,
+            "syn_retransmit_ms": list(self.syn_retransmit_ms),
         }
 
 

@@ -6,7 +6,10 @@ All bounded in count and time; anything that cannot be measured comes back as a 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import os
+import selectors
 import shutil
 import socket
 import subprocess
@@ -21,11 +24,32 @@ from infradoctor.load.taxonomy import connect_error_class
 from infradoctor.route.evidence import Bandwidth, ConnectProbe, HealthCheck
 from infradoctor.route.stats import quantile
 
+
+def is_syn_retransmit(elapsed_s: float) -> bool:
+    """True when a connect that took ``elapsed_s`` completed only after a SYN retransmission (~1 s or ~3 s)."""
+    low, high = SYN_RETRANSMIT_SLACK_S
+    return any(at + low <= elapsed_s <= at + high for at in SYN_RETRANSMIT_S)
+
 HEALTH_PATHS = ("/health", "/healthz", "/ready", "/v1/models")
 """Health paths tried in order when ``--health-path`` is not given."""
 
-CONNECT_TIMEOUT_S = 1.0
-"""Timeout of one TCP connect probe."""
+CONNECT_TIMEOUT_S = 4.0
+"""Timeout of one TCP connect probe: past Linux's SYN retransmits at 1 s and 3 s, so that a connect that needed
+a retransmit completes (and is counted as one) instead of failing."""
+
+SYN_RETRANSMIT_S = (1.0, 3.0)
+"""When a connect whose SYN (or SYN-ACK) was lost completes: after the first and the second retransmission (Linux's
+initial RTO of 1 s, doubled)."""
+
+SYN_RETRANSMIT_SLACK_S = (-0.05, 0.3)
+"""A connect that took a retransmission time plus this window (s) counts as completed after a SYN retransmit."""
+
+CONNECT_INTERVAL_S = 0.01
+"""Pause after each round of connects (one to every endpoint), so the probes do not overflow a small accept
+queue (a single-threaded server's backlog of 5) and cause the SYN drops they would then report."""
+
+STOP_POLL_S = 0.05
+"""How often a connect in progress checks the stop signal (s)."""
 
 CONNECT_GIVE_UP_AFTER = 3
 """Consecutive failed connects after which a target is not probed further."""
@@ -64,35 +88,102 @@ def resolve_addresses(url: str) -> frozenset[str]:
     return frozenset(forms)
 
 
+class _Stopped(Exception):
+    """The stop signal came while a connect was in progress."""
+
+
+def connect_ms(
+    host: str,
+    port: int,
+    *,
+    timeout_s: float = CONNECT_TIMEOUT_S,
+    stop: Callable[[], bool] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> float:
+    """Milliseconds to open (and close) a TCP connection to ``host:port``, name resolution not included.
+
+    Tries each resolved address in turn, like :func:`socket.create_connection`. Raises OSError (TimeoutError after
+    ``timeout_s``); checks ``stop`` every ``STOP_POLL_S`` while waiting and raises ``_Stopped`` when it is set.
+    """
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    error: OSError = OSError(f"no address for {host}")
+    for family, kind, proto, _, address in infos:
+        sock = socket.socket(family, kind, proto)
+        selector = selectors.DefaultSelector()
+        try:
+            sock.setblocking(False)
+            start = clock()
+            deadline = start + timeout_s
+            code = sock.connect_ex(address)
+            selector.register(sock, selectors.EVENT_WRITE)
+            while code in (errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY):
+                if stop is not None and stop():
+                    raise _Stopped
+                remaining = deadline - clock()
+                if remaining <= 0:
+                    raise TimeoutError(f"connect to {host}:{port} timed out after {timeout_s:g} s")
+                if selector.select(min(STOP_POLL_S, remaining)):
+                    code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if code:
+                raise OSError(code, os.strerror(code))
+            return (clock() - start) * 1000.0
+        except OSError as exc:
+            error = exc
+        finally:
+            selector.close()
+            sock.close()
+    raise error
+
+
 def probe_connects(
     targets: Sequence[tuple[str, str]],
     *,
     count: int = 50,
     timeout_s: float = CONNECT_TIMEOUT_S,
+    interval_s: float = CONNECT_INTERVAL_S,
+    stop: Callable[[], bool] | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> list[ConnectProbe]:
-    """``count`` TCP connects to each ``(name, url)``, interleaved round-robin so that drift hits all of them."""
+    """``count`` TCP connects to each ``(name, url)``, interleaved round-robin so that drift hits all of them.
+
+    Rounds are ``interval_s`` apart; ``stop`` is checked before every connect (Ctrl-C ends the probes, keeping
+    what was measured). A connect that completed after a SYN retransmission (~1 s, ~3 s) is a success, counted
+    in ``syn_retransmits``; failures are refusals, timeouts and other errors only.
+    """
     times: dict[str, list[float]] = {name: [] for name, _ in targets}
     failures: dict[str, Counter[str]] = {name: Counter() for name, _ in targets}
     attempts: dict[str, int] = dict.fromkeys(times, 0)
     streak: dict[str, int] = dict.fromkeys(times, 0)
-    for _ in range(max(0, count)):
+    retransmits: dict[str, list[float]] = {name: [] for name, _ in targets}
+    stopped = False
+    for round_no in range(max(0, count)):
+        if round_no and interval_s > 0 and not stopped:
+            sleep(interval_s)
         for name, url in targets:
+            if stop is not None and stop():
+                stopped = True
+                break
             if streak[name] >= CONNECT_GIVE_UP_AFTER:
                 continue
             host, port = host_port(url)
-            attempts[name] += 1
-            start = clock()
             try:
-                sock = socket.create_connection((host, port), timeout=timeout_s)
+                elapsed = connect_ms(host, port, timeout_s=timeout_s, stop=stop, clock=clock)
+            except _Stopped:
+                stopped = True
+                break
             except OSError as exc:
+                attempts[name] += 1
                 failures[name][connect_error_class(exc)] += 1
                 streak[name] += 1
                 continue
-            elapsed = (clock() - start) * 1000.0
-            sock.close()
+            attempts[name] += 1
             streak[name] = 0
             times[name].append(elapsed)
+            if is_syn_retransmit(elapsed / 1000.0):
+                retransmits[name].append(elapsed)
+        if stopped:
+            break
     out: list[ConnectProbe] = []
     for name, url in targets:
         ordered = sorted(times[name])
@@ -105,6 +196,8 @@ def probe_connects(
                 failures=dict(failures[name]),
                 p50_ms=quantile(ordered, 0.5),
                 p99_ms=quantile(ordered, 0.99),
+                syn_retransmits=len(retransmits[name]),
+                syn_retransmit_ms=tuple(round(v, 1) for v in retransmits[name]),
             )
         )
     return out

@@ -146,6 +146,13 @@ def sections(result: Result) -> list[Section]:
         + (f"{format_value(b.get('mbits_per_s'))} Mbit/s" if b.get("mbits_per_s") is not None else str(b.get("reason")))
         for b in network.get("bandwidth") or []
     )
+    lines.extend(
+        f"{c.get('syn_retransmits')} of {c.get('attempts')} connects to {_short(c.get('name'))} completed only after "
+        f"a SYN retransmit ({', '.join(format_value(v) for v in c.get('syn_retransmit_ms') or [])} ms): dropped SYNs "
+        "(full accept queue or packet loss), not failures."
+        for c in connect
+        if c.get("syn_retransmits")
+    )
     if connect or lines:
         rows = [
             (

@@ -7,15 +7,16 @@ router, and more requests per connection, so slots last alike and each backend i
 The order alternates router and backends (``router, b1, router, b2, ...``), so the routed path gets as many slots
 as all direct paths together and every direct slot sits next to a routed one: slow drift on the host (other
 processes, thermal, GC) hits both sides alike, and only one path loads the backends at a time. A path whose last
-slot could not connect at all gets a single request per slot until it answers again, so a dead backend does not
-eat the run in connect timeouts.
+slot could not connect at all gets a single request per slot, after a pause of ``UNREACHABLE_BACKOFF_S``, until it
+answers again, so a dead backend neither eats the run in connect timeouts nor gets flooded with connects; when
+every path has been unreachable for ``ALL_UNREACHABLE_GIVE_UP_S`` the probe ends early.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -27,6 +28,13 @@ UPSTREAM_HEADERS = ("x-upstream-addr", "x-served-by", "x-backend", "x-envoy-upst
 
 ATTEMPT_HEADERS = ("x-envoy-attempt-count",)
 """Response headers that carry the router's upstream attempt count."""
+
+UNREACHABLE_BACKOFF_S = 0.1
+"""Pause before each slot of a path whose last slot could not connect at all (a refused connect returns at once:
+without it a dead path would get thousands of connects per second)."""
+
+ALL_UNREACHABLE_GIVE_UP_S = 3.0
+"""The probe ends early once every path has been unreachable (connect errors only) for this long."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +137,7 @@ async def run_probe(
     *,
     clock: Callable[[], float] = time.perf_counter,
     opened: Callable[[Sender], int] | None = None,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> ProbeRun:
     """Probe ``paths`` in alternating slots until the plan's duration or request budget is spent."""
     senders: dict[str, list[Sender]] = {
@@ -171,12 +180,23 @@ async def run_probe(
             )
             seq[path.name] += 1
 
+    all_unreachable_since: float | None = None
+    gave_up = False
+
+    def should_stop() -> bool:
+        return (
+            clock() - start >= plan.duration_s
+            or len(samples) >= plan.max_requests
+            or (plan.stop is not None and plan.stop())
+        )
+
     try:
-        done = False
+        done = should_stop()
         while not done and order:
             for path in order:
                 before = len(samples)
-                if path.name in unreachable:  # one request per slot keeps watching without waiting on timeouts
+                if path.name in unreachable:  # one request per slot keeps watching without flooding or waiting
+                    await sleep(UNREACHABLE_BACKOFF_S)
                     await worker(path, senders[path.name][0], 1)
                 else:
                     requests = path.per_worker or plan.per_worker
@@ -185,11 +205,14 @@ async def run_probe(
                     unreachable.add(path.name)
                 else:
                     unreachable.discard(path.name)
-                if (
-                    clock() - start >= plan.duration_s
-                    or len(samples) >= plan.max_requests
-                    or (plan.stop is not None and plan.stop())
-                ):
+                if len(unreachable) < len(paths):
+                    all_unreachable_since = None
+                elif all_unreachable_since is None:
+                    all_unreachable_since = clock()
+                elif clock() - all_unreachable_since >= ALL_UNREACHABLE_GIVE_UP_S:
+                    gave_up = done = True
+                    break
+                if should_stop():
                     done = True
                     break
     finally:
@@ -204,4 +227,5 @@ async def run_probe(
         duration_s=clock() - start,
         connections=connections,
         attempt_header=attempt_header,
+        gave_up=gave_up,
     )

@@ -14,7 +14,10 @@ How it is measured:
     Before the run, ``--connects`` TCP connects per endpoint, interleaved across endpoints. Reported when an
     endpoint has failures in at least ``MIN_FAILURE_RATE`` of its connects while some succeed (an endpoint where
     every connect fails is down: R003), or when its median connect time is at least ``SLOW_RATIO`` times the
-    median of the other endpoints and at least ``SLOW_MIN_MS`` more.
+    median of the other endpoints and at least ``SLOW_MIN_MS`` more. Failures are refusals and timeouts (the probe
+    waits 4 s, past the SYN retransmits at 1 s and 3 s); a connect that completed after a retransmit is not one,
+    it is counted in ``syn_retransmits`` with its time. The probes are spaced a little so that they do not
+    themselves overflow a small accept queue.
 
 Fix:
     Check the endpoint's listen backlog and accept rate (``ss -lnt``: Recv-Q at Send-Q means a full queue), socket
