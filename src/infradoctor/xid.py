@@ -140,8 +140,8 @@ def xid_info(code: int) -> XidInfo:
 
 
 @dataclass(frozen=True)
-class XidLine:
-    """The parts of one ``NVRM: Xid`` kernel log line."""
+class XidEvent:
+    """One ``NVRM: Xid`` line from a kernel log."""
 
     code: int
     """Xid number."""
@@ -155,10 +155,12 @@ class XidLine:
     """Process id in the message, when present."""
     process_name: str | None
     """Process name in the message, when present."""
+    line: int
+    """1-based line number in the source (0 when not known)."""
 
 
-def parse_xid(line: str) -> XidLine | None:
-    """The Xid in a kernel log line, or None when the line is not an Xid line."""
+def parse_xid_line(line: str, line_number: int = 0) -> XidEvent | None:
+    """The Xid event in a kernel log line, or None when the line is not an Xid line."""
     match = XID_LINE.search(line)
     if match is None:
         return None
@@ -173,11 +175,12 @@ def parse_xid(line: str) -> XidLine | None:
     timestamp = None
     if stamp:
         timestamp = stamp.group("mono") or stamp.group("iso") or stamp.group("syslog")
-    return XidLine(
+    return XidEvent(
         code=int(match.group("code")),
         pci=match.group("pci").lower(),
         message=message,
         timestamp=timestamp,
         pid=pid,
         process_name=name,
+        line=line_number,
     )

@@ -9,7 +9,7 @@ from infradoctor.logs.signatures import (
     match_text,
     nginx_signature,
 )
-from infradoctor.xid import parse_xid, xid_info
+from infradoctor.xid import parse_xid_line, xid_info
 
 RECORDED = [
     ("no_healthy_upstream", "no healthy upstream"),
@@ -100,7 +100,7 @@ def test_nginx_status(status: int | None, upstream: str, expected: str | None) -
 
 
 def test_xid_table_and_parsing() -> None:
-    found = parse_xid("NVRM: Xid (PCI:0000:86:00): 48, pid='<unknown>', name=<unknown>, An uncorrectable")
+    found = parse_xid_line("NVRM: Xid (PCI:0000:86:00): 48, pid='<unknown>', name=<unknown>, An uncorrectable")
     assert found and found.code == 48 and found.pci == "0000:86:00"
     assert xid_info(79).hardware and xid_info(79).action == "reboot" and "reboot" in xid_info(79).advice
     assert not xid_info(13).hardware

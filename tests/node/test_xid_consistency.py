@@ -15,7 +15,7 @@ from infradoctor.logs.stats import LogStats
 from infradoctor.node.kernel import read_kernel_log
 from infradoctor.node.rules import NodeOptions
 from infradoctor.node.rules import n001_gpu_xid as node_n001
-from infradoctor.xid import ACTIONS, XID_CATALOG, parse_xid, xid_info
+from infradoctor.xid import ACTIONS, XID_CATALOG, parse_xid_line, xid_info
 
 from .builders import evidence
 
@@ -69,8 +69,8 @@ def test_table_follows_the_reference_actions() -> None:
 
 
 def test_parse_xid_strips_the_pci_prefix_and_reads_the_message() -> None:
-    parsed = parse_xid("Nov 24 03:11:05 node kernel: NVRM: Xid (PCI:0000:AB:00): 94, pid=41215, name=python3, Contained")
+    parsed = parse_xid_line("Nov 24 03:11:05 node kernel: NVRM: Xid (PCI:0000:AB:00): 94, pid=41215, name=python3, Contained")
     assert parsed is not None
     assert (parsed.code, parsed.pci, parsed.pid, parsed.process_name, parsed.timestamp) == (
         94, "0000:ab:00", 41215, "python3", "Nov 24 03:11:05")
-    assert parse_xid("NVRM: GPU 0000:3a:00.0: GPU has fallen off the bus.") is None
+    assert parse_xid_line("NVRM: GPU 0000:3a:00.0: GPU has fallen off the bus.") is None

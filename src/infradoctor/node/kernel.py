@@ -17,10 +17,13 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from infradoctor.node.evidence import KernelLogEvidence, XidEvent
-from infradoctor.xid import XID_CATALOG, XidInfo, parse_xid, xid_info
+from infradoctor.node.evidence import KernelLogEvidence
+from infradoctor.xid import XID_CATALOG, XidEvent, XidInfo, parse_xid_line, xid_info
 
-__all__ = ["XID_CATALOG", "XidInfo", "normalise_pci", "parse_xid_line", "read_kernel_log", "scan_lines", "xid_info"]
+__all__ = [
+    "XID_CATALOG", "XidEvent", "XidInfo", "normalise_pci", "parse_xid_line", "read_kernel_log", "scan_lines",
+    "xid_info",
+]
 
 MAX_LINES = 200_000
 """Lines read from the end of a log."""
@@ -30,22 +33,6 @@ COMMAND_TIMEOUT_S = 5.0
 """Longest wait for ``dmesg`` / ``journalctl``."""
 KERN_LOG_PATHS = ("/var/log/kern.log", "/var/log/messages")
 """Log files tried after the commands."""
-
-
-def parse_xid_line(line: str, line_number: int) -> XidEvent | None:
-    """One Xid event from a kernel log line, or None when the line is not an Xid line."""
-    parsed = parse_xid(line)
-    if parsed is None:
-        return None
-    return XidEvent(
-        code=parsed.code,
-        pci=parsed.pci,
-        message=parsed.message,
-        timestamp=parsed.timestamp,
-        pid=parsed.pid,
-        process_name=parsed.process_name,
-        line=line_number,
-    )
 
 
 def scan_lines(lines: Iterable[str], *, source: str, tried: Sequence[str] = ()) -> KernelLogEvidence:

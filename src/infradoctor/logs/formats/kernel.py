@@ -9,7 +9,7 @@ from infradoctor.logs.formats.text import add_text_event
 from infradoctor.logs.formats.timestamps import line_time
 from infradoctor.logs.signatures import match_text
 from infradoctor.logs.stats import LogStats
-from infradoctor.xid import parse_xid
+from infradoctor.xid import parse_xid_line
 
 
 class KernelFormat(DatedLineFormat):
@@ -28,7 +28,7 @@ class KernelFormat(DatedLineFormat):
             signature = match_text(line)
             subject = source_name
             if signature == "gpu_xid":
-                xid = parse_xid(line)
+                xid = parse_xid_line(line)
                 if xid:
                     code, device = xid.code, f"PCI:{xid.pci}"
                     stats.xids[(code, device)] += 1
