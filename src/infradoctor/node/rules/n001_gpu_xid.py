@@ -13,10 +13,9 @@ Why it matters:
 How it is measured:
     Each Xid line is parsed (code, PCI address, pid and process name where printed) and looked up in a table of
     meaning, origin (application / hardware / driver) and action (restart app, reset GPU, reboot, drain): the table
-    in ``infradoctor.xid``, shared with ``infradoctor logs``. Severity
-    follows the action: ``critical`` for reboot or drain, ``high`` for a GPU reset, ``medium`` for application
-    errors, ``low`` when nothing is to be done (45, 121). The affected GPU is named by matching the PCI address to
-    the GPU probe.
+    in ``infradoctor.xid``, shared with ``infradoctor logs``. Severity follows the action: ``critical`` for reboot
+    or drain, ``high`` for a GPU reset, ``medium`` for application errors, ``low`` when nothing is to be done (45,
+    121). The affected GPU is named by matching the PCI address to the GPU probe.
 
 Fix:
     Act per code, as the finding says: application errors -> fix or restart the application; reset the GPU
