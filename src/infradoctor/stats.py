@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 Statistic = Callable[[Sequence[float]], float]
 
@@ -21,6 +21,69 @@ def quantile(sorted_values: Sequence[float], q: float) -> float:
     hi = min(lo + 1, n - 1)
     frac = pos - lo
     return float(sorted_values[lo]) * (1 - frac) + float(sorted_values[hi]) * frac
+
+
+def nearest_rank(sorted_values: Sequence[float], q: float) -> float:
+    """Nearest-rank quantile of already sorted values; NaN when empty.
+
+    The smallest value with at least ``q`` of the values at or below it: always an observed value, never
+    interpolated.
+    """
+    n = len(sorted_values)
+    if n == 0:
+        return math.nan
+    rank = math.ceil(min(max(q, 0.0), 1.0) * n)
+    return float(sorted_values[min(n, max(1, rank)) - 1])
+
+
+def _histogram_items(hist: Mapping[int, int], exclude: int | None) -> tuple[list[tuple[int, int]], int]:
+    items = sorted((k, c) for k, c in hist.items() if k != exclude and c > 0)
+    return items, sum(c for _, c in items)
+
+
+def histogram_quantile(hist: Mapping[int, int], q: float, *, exclude: int | None = None) -> float | None:
+    """The q-quantile (0-1) of a value->count histogram; None when empty.
+
+    Linear between order statistics, like :func:`quantile` (numpy's default). The key ``exclude`` (a sentinel
+    such as "unknown") is ignored.
+    """
+    items, total = _histogram_items(hist, exclude)
+    if total == 0:
+        return None
+    position = min(max(q, 0.0), 1.0) * (total - 1)
+    low_rank = int(position)
+    high_rank = min(low_rank + 1, total - 1)
+    low = high = None
+    seen = 0
+    for value, count in items:
+        seen += count
+        if low is None and seen > low_rank:
+            low = value
+        if seen > high_rank:
+            high = value
+            break
+    assert low is not None and high is not None
+    return low + (high - low) * (position - low_rank)
+
+
+def histogram_sample(hist: Mapping[int, int], limit: int, *, exclude: int | None = None) -> list[float]:
+    """A deterministic sample of at most ``limit`` values with the histogram's distribution, ascending.
+
+    The value at the middle rank of each of ``limit`` equal slices. The key ``exclude`` is ignored.
+    """
+    items, total = _histogram_items(hist, exclude)
+    if total == 0 or limit <= 0:
+        return []
+    n = min(limit, total)
+    ranks = [((2 * i + 1) * total) // (2 * n) for i in range(n)]
+    out: list[float] = []
+    index = seen = 0
+    for rank in ranks:
+        while seen + items[index][1] <= rank:
+            seen += items[index][1]
+            index += 1
+        out.append(float(items[index][0]))
+    return out
 
 
 def mean(values: Sequence[float]) -> float:
@@ -44,6 +107,20 @@ def subsample(values: Sequence[float], limit: int, seed: int = 0) -> list[float]
         return [float(v) for v in values]
     rng = random.Random(seed)
     return [float(v) for v in rng.sample(list(values), limit)]
+
+
+def evenly_spaced(values: Sequence[float], limit: int) -> list[float]:
+    """At most ``limit`` values, evenly strided through ``values``.
+
+    Deterministic and in the original order (right for a time series).
+    """
+    n = len(values)
+    if n <= limit:
+        return [float(v) for v in values]
+    if limit <= 0:
+        return []
+    stride = n / limit
+    return [float(values[int(i * stride)]) for i in range(limit)]
 
 
 def bootstrap_diff_ci(

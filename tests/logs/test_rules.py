@@ -135,7 +135,7 @@ def test_n001_one_finding_per_xid_code_with_severity() -> None:
     found = n001_gpu_xid.check(evidence(xids={(79, "PCI:0000:3b:00"): 1, (13, "PCI:0000:86:00"): 3,
                                               (13, "PCI:0000:87:00"): 1}), OPTS)
     by_code = {f.evidence["xid"]: f for f in found}
-    assert by_code[79].severity is Severity.CRITICAL and "Reboot" in by_code[79].fix
+    assert by_code[79].severity is Severity.CRITICAL and "reboot" in by_code[79].fix
     assert by_code[13].severity is Severity.MEDIUM and by_code[13].evidence["count"] == 4
     assert by_code[13].evidence["devices"] == ["PCI:0000:86:00", "PCI:0000:87:00"]
 

@@ -4,13 +4,12 @@ from infradoctor.findings import REGISTRY
 from infradoctor.logs.signatures import (
     BY_ID,
     SIGNATURES,
-    XID_RE,
     envoy_signature,
     haproxy_signature,
     match_text,
     nginx_signature,
-    xid_info,
 )
+from infradoctor.xid import parse_xid_line, xid_info
 
 RECORDED = [
     ("no_healthy_upstream", "no healthy upstream"),
@@ -101,8 +100,8 @@ def test_nginx_status(status: int | None, upstream: str, expected: str | None) -
 
 
 def test_xid_table_and_parsing() -> None:
-    found = XID_RE.search("NVRM: Xid (PCI:0000:86:00): 48, pid='<unknown>', name=<unknown>, An uncorrectable")
-    assert found and found.group("code") == "48" and found.group("device") == "PCI:0000:86:00"
-    assert xid_info(79).hardware and "Reboot" in xid_info(79).action
+    found = parse_xid_line("NVRM: Xid (PCI:0000:86:00): 48, pid='<unknown>', name=<unknown>, An uncorrectable")
+    assert found and found.code == 48 and found.pci == "0000:86:00"
+    assert xid_info(79).hardware and xid_info(79).action == "reboot" and "reboot" in xid_info(79).advice
     assert not xid_info(13).hardware
     assert "Xid 9999" in xid_info(9999).meaning

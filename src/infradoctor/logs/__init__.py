@@ -19,7 +19,8 @@ fills the bounded accumulator :class:`~infradoctor.logs.stats.LogStats`; ``evide
 - ``router_split``: request, upstream and router (request minus upstream) p50/p99 ms, and the request count.
 - ``timeline``: ``{bucket_s, points: [{t, total, status: {2xx: n, ...}, kinds: {kind: n}}]}``.
 - ``attempts``: ``{attempts per request: requests}``; ``queue``: HAProxy Tw per minute; ``xid``: per code and
-  device with meaning and action; ``exceptions``: Python exception type -> tracebacks.
+  device with meaning, action and advice (the table in ``infradoctor.xid``, shared with ``node``);
+  ``exceptions``: Python exception type -> tracebacks.
 - ``files``: ``[{file, format, engine, lines, parsed, bytes, skipped: {reason: n}, seconds, error}]``;
   ``skipped`` and ``notes``: lines by reason over all files.
 - ``parse``: ``bytes``, ``seconds``, ``cpu_seconds``, ``mb_per_s``, ``mb_per_cpu_s``, ``engines``, ``formats``.

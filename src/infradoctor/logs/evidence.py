@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from infradoctor.logs.signatures import BY_ID
 from infradoctor.logs.stats import NO_TIME, UNKNOWN, LogStats
 from infradoctor.redact import redact_text
+from infradoctor.stats import histogram_quantile, histogram_sample
 
 INCIDENT_GAP_S = 60
 """Failures of one kind and subject closer than this belong to one incident window."""
@@ -26,46 +27,19 @@ ERROR_STATUS = 500
 
 
 def hist_quantile(hist: Mapping[int, int], q: float) -> float | None:
-    """The q-quantile (0-1) of a value->count histogram, linear between order statistics; None when empty.
+    """The q-quantile (0-1) of a millisecond histogram, the UNKNOWN key ignored; None when empty.
 
-    Keys equal to UNKNOWN are ignored.
+    See :func:`infradoctor.stats.histogram_quantile`.
     """
-    items = sorted((k, c) for k, c in hist.items() if k != UNKNOWN and c > 0)
-    total = sum(c for _, c in items)
-    if total == 0:
-        return None
-    position = q * (total - 1)
-    low_rank = int(position)
-    high_rank = min(low_rank + 1, total - 1)
-    low = high = None
-    seen = 0
-    for value, count in items:
-        seen += count
-        if low is None and seen > low_rank:
-            low = value
-        if seen > high_rank:
-            high = value
-            break
-    assert low is not None and high is not None
-    return low + (high - low) * (position - low_rank)
+    return histogram_quantile(hist, q, exclude=UNKNOWN)
 
 
 def hist_sample(hist: Mapping[int, int], limit: int = 5000) -> list[float]:
-    """A deterministic sample of at most ``limit`` values with the histogram's distribution (evenly spaced ranks)."""
-    items = sorted((k, c) for k, c in hist.items() if k != UNKNOWN and c > 0)
-    total = sum(c for _, c in items)
-    if total == 0:
-        return []
-    n = min(limit, total)
-    ranks = [((2 * i + 1) * total) // (2 * n) for i in range(n)]  # the middle of each of n equal slices
-    out: list[float] = []
-    index = seen = 0
-    for rank in ranks:
-        while seen + items[index][1] <= rank:
-            seen += items[index][1]
-            index += 1
-        out.append(float(items[index][0]))
-    return out
+    """At most ``limit`` values with the histogram's distribution, the UNKNOWN key ignored.
+
+    See :func:`infradoctor.stats.histogram_sample`.
+    """
+    return histogram_sample(hist, limit, exclude=UNKNOWN)
 
 
 def iso(second: int | None) -> str | None:

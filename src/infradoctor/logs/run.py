@@ -24,10 +24,11 @@ from infradoctor.logs.evidence import LogsEvidence, build_evidence, hist_sample,
 from infradoctor.logs.formats import ParseOptions, choose_format
 from infradoctor.logs.formats.access import POLARS_REQUIREMENT
 from infradoctor.logs.rules import RuleOptions, run_rules
-from infradoctor.logs.signatures import BY_ID, xid_info
+from infradoctor.logs.signatures import BY_ID
 from infradoctor.logs.source import SourceError, open_source, read_sample
 from infradoctor.logs.stats import LogStats
 from infradoctor.result import ErrorNote, Result, new_result, utc_now_iso
+from infradoctor.xid import xid_info
 
 STDIN = "-"
 """The path that means standard input."""
@@ -243,7 +244,8 @@ def build_metrics(
         "queue": [{"minute": iso(m * 60), "requests": n, "mean_ms": round(mean, 1), "max_ms": mx}
                   for m, n, mean, mx in evidence.queue_by_minute],
         "xid": [{"code": code, "device": device, "count": count, "meaning": xid_info(code).meaning,
-                 "action": xid_info(code).action} for (code, device), count in sorted(evidence.xids.items())],
+                 "action": xid_info(code).action, "advice": xid_info(code).advice}
+                for (code, device), count in sorted(evidence.xids.items())],
         "exceptions": dict(evidence.exceptions),
         "parse": {"bytes": stats.bytes, "seconds": round(duration_s, 4), "cpu_seconds": round(cpu_s, 4),
                   "mb_per_s": headline["parse_mb_per_s"],

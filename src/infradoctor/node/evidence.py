@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from infradoctor.xid import XidEvent as XidEvent  # one Xid event type for node and logs
+
 T = TypeVar("T")
 
 
@@ -332,26 +334,6 @@ class GpuSnapshot:
     """GPUs, in index order."""
     available: bool
     """False when no backend could talk to a driver (then ``devices`` is empty)."""
-
-
-@dataclass(frozen=True)
-class XidEvent:
-    """One ``NVRM: Xid`` line from the kernel log."""
-
-    code: int
-    """Xid number."""
-    pci: str
-    """PCI address as the kernel prints it, e.g. ``0000:3b:00``."""
-    message: str
-    """Text after the code."""
-    timestamp: str | None
-    """The line's time stamp as printed (seconds since boot or a date), when present."""
-    pid: int | None
-    """Process id in the message, when present."""
-    process_name: str | None
-    """Process name in the message, when present."""
-    line: int
-    """1-based line number in the source."""
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from infradoctor.node.kernel import xid_info
 from infradoctor.report.sections import Cell, Section, Table
 from infradoctor.result import Result
+from infradoctor.xid import xid_info
 
 GIB = 1024**3
 

@@ -23,6 +23,7 @@ import psutil
 
 from infradoctor.node.evidence import GpuDevice, MetricSummary, WatchSummary
 from infradoctor.node.gpu.base import BENIGN_REASON_MASK, GpuBackend
+from infradoctor.stats import evenly_spaced, nearest_rank
 
 MAX_WATCH_SAMPLES = 86_400
 """Most samples one watch takes (a day at 1 Hz) even without ``--duration``."""
@@ -145,11 +146,6 @@ def read_record(lines: Sequence[str]) -> list[WatchSample]:
     return out
 
 
-def _nearest_rank(sorted_values: Sequence[float], q: float) -> float:
-    rank = max(1, math.ceil(q * len(sorted_values)))
-    return sorted_values[rank - 1]
-
-
 def summarize(samples: Sequence[WatchSample], *, interval_s: float, interrupted: bool) -> WatchSummary:
     """Min, mean, p95 and max of every metric over the samples."""
     columns: dict[str, list[float]] = {}
@@ -164,7 +160,7 @@ def summarize(samples: Sequence[WatchSample], *, interval_s: float, interrupted:
             count=len(values),
             min=round(ordered[0], 4),
             mean=round(sum(values) / len(values), 4),
-            p95=round(_nearest_rank(ordered, 0.95), 4),
+            p95=round(nearest_rank(ordered, 0.95), 4),
             max=round(ordered[-1], 4),
         )
     elapsed = samples[-1].t_s - samples[0].t_s if len(samples) > 1 else 0.0
@@ -175,14 +171,10 @@ def summarize(samples: Sequence[WatchSample], *, interval_s: float, interrupted:
 
 
 def distributions(samples: Sequence[WatchSample], names: Sequence[str] | None = None) -> dict[str, list[float]]:
-    """Sampled values per metric, at most :data:`MAX_DISTRIBUTION_VALUES` each (deterministic stride)."""
+    """Sampled values per metric, at most :data:`MAX_DISTRIBUTION_VALUES` each (evenly strided, in time order)."""
     columns: dict[str, list[float]] = {}
     for sample in samples:
         for name, value in sample.values.items():
             if (names is None or name in names) and value is not None and math.isfinite(value):
                 columns.setdefault(name, []).append(float(value))
-    out = {}
-    for name, values in columns.items():
-        stride = max(1, math.ceil(len(values) / MAX_DISTRIBUTION_VALUES))
-        out[name] = values[::stride][:MAX_DISTRIBUTION_VALUES]
-    return out
+    return {name: evenly_spaced(values, MAX_DISTRIBUTION_VALUES) for name, values in columns.items()}

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
-import math
 import os
 import sys
 import sysconfig
@@ -27,6 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from infradoctor.stats import nearest_rank
 
 DEFAULT_INTERVAL_S = 0.05
 """How often the watchdog posts a callback into the loop (it wakes once per period while the loop keeps up)."""
@@ -239,11 +240,6 @@ def user_site(stack: Sequence[StackFrame]) -> StackFrame | None:
     return None
 
 
-def _percentile(sorted_values: Sequence[float], q: float) -> float:
-    index = min(len(sorted_values) - 1, max(0, math.ceil(q * len(sorted_values)) - 1))
-    return sorted_values[index]
-
-
 class _Beat:
     """The callback posted into the loop: notes when it ran and on which thread."""
 
@@ -347,8 +343,8 @@ class LoopLagMonitor:
                 stall_threshold_s=self.stall_threshold_s,
                 observed_s=observed,
                 beats=self._beats,
-                lag_p50_ms=_percentile(lags, 0.50) if lags else None,
-                lag_p99_ms=_percentile(lags, 0.99) if lags else None,
+                lag_p50_ms=nearest_rank(lags, 0.50) if lags else None,
+                lag_p99_ms=nearest_rank(lags, 0.99) if lags else None,
                 lag_max_ms=self._lag_max_ms,
                 blocked_s=self._blocked_s,
                 stall_count=self._stall_count,

@@ -7,8 +7,9 @@ import re
 from infradoctor.logs.formats.base import DatedLineFormat, LineHandler
 from infradoctor.logs.formats.text import add_text_event
 from infradoctor.logs.formats.timestamps import line_time
-from infradoctor.logs.signatures import XID_RE, match_text
+from infradoctor.logs.signatures import match_text
 from infradoctor.logs.stats import LogStats
+from infradoctor.xid import parse_xid_line
 
 
 class KernelFormat(DatedLineFormat):
@@ -27,9 +28,9 @@ class KernelFormat(DatedLineFormat):
             signature = match_text(line)
             subject = source_name
             if signature == "gpu_xid":
-                xid = XID_RE.search(line)
+                xid = parse_xid_line(line)
                 if xid:
-                    code, device = int(xid.group("code")), xid.group("device")
+                    code, device = xid.code, f"PCI:{xid.pci}"
                     stats.xids[(code, device)] += 1
                     subject = f"Xid {code} ({device})"
             add_text_event(stats, signature, subject, line_time(line, self.year), line)

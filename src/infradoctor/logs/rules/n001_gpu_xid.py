@@ -10,7 +10,9 @@ Why it matters:
 
 How it is measured:
     Kernel lines are matched by the signature catalog; the code and device come from the Xid line; each code is
-    looked up in the Xid table (``infradoctor.logs.signatures.XID_CODES``) for meaning and action.
+    looked up in the Xid table shared with ``infradoctor node`` (``infradoctor.xid``) for meaning, origin and
+    action. Severity follows the action: critical for reboot or drain, high for a GPU reset, medium for
+    application errors, low when nothing is to be done.
 
 Fix:
     Act per code: application errors -> debug/restart the application; hardware errors -> reset the GPU
@@ -21,14 +23,12 @@ from __future__ import annotations
 
 from collections import Counter
 
-from infradoctor.findings import Finding, Severity, make_finding
+from infradoctor.findings import Finding, make_finding
 from infradoctor.logs.evidence import LogsEvidence
 from infradoctor.logs.rules import RuleOptions
-from infradoctor.logs.signatures import xid_info
+from infradoctor.xid import xid_info
 
 CODE = "N001"
-CRITICAL_XIDS = frozenset({48, 64, 79, 92, 94, 95, 119, 120, 140})
-"""Codes that mean the GPU needs a reset, reboot or replacement: the finding is critical."""
 
 
 def check(evidence: LogsEvidence, options: RuleOptions) -> list[Finding]:
@@ -41,14 +41,13 @@ def check(evidence: LogsEvidence, options: RuleOptions) -> list[Finding]:
     findings = []
     for code, count in sorted(by_code.items()):
         info = xid_info(code)
-        severity = Severity.CRITICAL if code in CRITICAL_XIDS else (Severity.HIGH if info.hardware else
-                                                                     Severity.MEDIUM)
         gpus = sorted(devices[code])
         findings.append(make_finding(
             CODE,
             f"Xid {code} ({info.meaning}) x{count} on {', '.join(gpus[:4])}",
-            {"xid": code, "count": count, "devices": gpus, "meaning": info.meaning, "hardware": info.hardware},
-            severity=severity,
-            fix=info.action,
+            {"xid": code, "count": count, "devices": gpus, "meaning": info.meaning, "origin": info.origin,
+             "action": info.action, "hardware": info.hardware},
+            severity=info.severity,
+            fix=info.advice,
         ))
     return findings

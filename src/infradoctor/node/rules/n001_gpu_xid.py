@@ -7,15 +7,15 @@ What it detects:
 Why it matters:
     An Xid is the driver reporting a GPU error. Some are the application's own fault (13, 31, 43: a bad kernel or
     illegal address; the GPU is fine); others mean the GPU needs a reset (48, 62, 95, 119, 120), the node needs a
-    reboot (79: the GPU fell off the bus), or the board needs to be drained and replaced (64, 92). Jobs that hit
+    reboot (79: the GPU fell off the bus), or the board needs to be drained and replaced (92). Jobs that hit
     them crash, hang or silently lose a GPU.
 
 How it is measured:
     Each Xid line is parsed (code, PCI address, pid and process name where printed) and looked up in a table of
-    meaning, origin (application / hardware / driver) and action (restart app, reset GPU, reboot, drain). Severity
-    follows the action: ``critical`` for reboot or drain, ``high`` for a GPU reset, ``medium`` for application
-    errors, ``low`` when nothing is to be done (45, 121). The affected GPU is named by matching the PCI address to
-    the GPU probe.
+    meaning, origin (application / hardware / driver) and action (restart app, reset GPU, reboot, drain): the table
+    in ``infradoctor.xid``, shared with ``infradoctor logs``. Severity follows the action: ``critical`` for reboot
+    or drain, ``high`` for a GPU reset, ``medium`` for application errors, ``low`` when nothing is to be done (45,
+    121). The affected GPU is named by matching the PCI address to the GPU probe.
 
 Fix:
     Act per code, as the finding says: application errors -> fix or restart the application; reset the GPU
@@ -27,22 +27,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from infradoctor.findings import Finding, Location, Severity, make_finding
+from infradoctor.findings import Finding, Location, make_finding
 from infradoctor.node.evidence import NodeEvidence, XidEvent
-from infradoctor.node.kernel import normalise_pci, xid_info
+from infradoctor.node.kernel import normalise_pci
 from infradoctor.node.rules._common import NodeOptions
+from infradoctor.xid import xid_info
 
 CODE = "N001"
-
-SEVERITY_BY_ACTION = {
-    "reboot": Severity.CRITICAL,
-    "drain": Severity.CRITICAL,
-    "reset GPU": Severity.HIGH,
-    "restart app": Severity.MEDIUM,
-    "none": Severity.LOW,
-}
-"""Severity of a finding from the action its Xid code calls for."""
-
 
 def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
     """One finding per Xid code seen."""
@@ -79,7 +70,7 @@ def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
                     "example": events[-1].message[:300],
                     "kernel_log": evidence.kernel.source,
                 },
-                severity=SEVERITY_BY_ACTION.get(info.action, Severity.HIGH),
+                severity=info.severity,
                 fix=info.advice,
                 location=Location(file=evidence.kernel.source or "kernel log", line=events[0].line),
             )
