@@ -287,7 +287,20 @@ def test_ctrl_c_writes_the_partial_result(sick: Running, tmp_path: Path, process
         stderr=subprocess.PIPE,
     )
     try:
-        time.sleep(2.5 if processes == "1" else 5.0)  # processes start together 2 s after spawning
+        import psutil
+
+        def loading() -> bool:  # the CLI has connections open to the server: the first point is running
+            try:
+                process = psutil.Process(proc.pid)
+                conns = getattr(process, "net_connections", process.connections)(kind="tcp")
+            except psutil.Error:
+                return False
+            return any(c.raddr and c.raddr.port == sick.port for c in conns)
+
+        deadline = time.monotonic() + 30
+        while not loading() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        time.sleep(1.0)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=20)
     finally:
