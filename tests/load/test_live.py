@@ -497,3 +497,14 @@ def test_pure_python_parser_times_a_chunked_sse_stream(sick: Running) -> None:
     stream = point.to_dict()["stream"]
     assert point.ok == 2 and stream["output_tokens"] == 10
     assert 95.0 <= stream["ttft_ms"]["p50"] <= 160.0 and 45.0 <= stream["itl_ms"]["p50"] <= 80.0
+
+
+def test_open_loop_stream_reports_corrected_and_uncorrected_ttft(sick: Running) -> None:
+    body = json.dumps({"model": "m", "messages": [], "stream": True}).encode()
+    spec = RequestSpec(f"{sick.url}/v1/chat/completions", method="POST", bodies=[body], stream=True, openai=True)
+    point = run_point(spec, rate=8, duration_s=1.0, timeout_s=5)
+    stream = point.to_dict()["stream"]
+    assert point.ok == 8 and stream["output_tokens"] == 40
+    corrected, from_send = stream["ttft_ms"], stream["ttft_from_send_ms"]
+    assert corrected["count"] == from_send["count"] == 8
+    assert 95.0 <= from_send["p50"] <= corrected["p50"] <= 170.0

@@ -188,6 +188,8 @@ class PointResult:
     """Client latency from send minus the server's total (us): network plus queueing outside the server."""
     ttft: Histogram | None = None
     """Streaming: time to first token (us), from intended/issue time."""
+    ttft_from_send: Histogram | None = None
+    """Streaming, open loop: time to first token from the actual write (uncorrected)."""
     itl: Histogram | None = None
     """Streaming: gaps between tokens (us)."""
     output_tokens: int = 0
@@ -316,6 +318,7 @@ class PointResult:
             decode_s = self.duration_s if self.duration_s > 0 else math.nan
             out["stream"] = {
                 "ttft_ms": self.ttft.summary_ms(),
+                "ttft_from_send_ms": self.ttft_from_send.summary_ms() if self.ttft_from_send is not None else None,
                 "itl_ms": self.itl.summary_ms() if self.itl is not None else {"count": 0},
                 "output_tokens": self.output_tokens,
                 "streams": self.stream_ok,
@@ -806,6 +809,10 @@ class _PointRun:
             if conn.tokens:
                 ttft_s = conn.t_first_token - conn.t_intended
                 res.ttft.record(int(ttft_s * 1e6 + 0.5))
+                if res.latency_from_send is not None:
+                    if res.ttft_from_send is None:
+                        res.ttft_from_send = Histogram()
+                    res.ttft_from_send.record(int((conn.t_first_token - conn.t_send) * 1e6 + 0.5))
                 record = res.itl.record
                 for gap in conn.gaps:
                     record(int(gap * 1e6 + 0.5))
