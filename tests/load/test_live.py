@@ -119,7 +119,9 @@ def test_random_503s_give_error_rate(sick: Running) -> None:
     point = sweep.points[0]
     assert set(point.errors) == {"http_503"}
     assert point.error_rate == pytest.approx(0.2, abs=0.06)
-    findings = diagnose(build_metrics(sweep, {"timeout_s": 5}))
+    metrics = build_metrics(sweep, {"timeout_s": 5})
+    assert metrics["error_onset"]["label"] == "c=4" and set(metrics["error_onset"]["errors"]) == {"http_503"}
+    findings = diagnose(metrics)
     s006 = next(f for f in findings if f.code == "S006")
     assert s006.severity.value == "high"
     assert s006.evidence["errors"] == {"http_503": point.errors["http_503"]}

@@ -100,6 +100,12 @@ def sections(result: Result) -> list[Section]:
         )
     elif points:
         lines.append("No knee: throughput kept growing with load (or too few levels to tell).")
+    onset = metrics.get("error_onset")
+    if isinstance(onset, Mapping):
+        lines.append(
+            f"Errors start at {onset.get('label')}: {100 * float(onset.get('error_rate') or 0):.1f}% failed "
+            f"({_errors_text(onset.get('errors') or {})})."
+        )
     slo = metrics.get("slo")
     if isinstance(slo, Mapping):
         best = slo.get("max_rate_rps")
