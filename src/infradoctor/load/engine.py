@@ -47,6 +47,8 @@ SATURATED_CPU_FRACTION = 0.85
 SATURATED_PACER_LAG_MS = 10.0
 """Open loop: a p90 lag of the pacer behind its schedule above this flags the generator as saturated (p90, not
 p99: a busy machine delays a few timer wake-ups by 10 ms and more; a generator that cannot keep up lags on most)."""
+SATURATED_PACER_LAG_SHARE = 0.1
+"""... and above this share of the point's median latency: a lag small against what is measured does not matter."""
 CONNECT_RETRY_DELAY_S = 0.001
 """Pause before a closed-loop worker retries after a failed connect (avoids a busy spin on a dead port)."""
 PACER_MIN_SLEEP_S = 0.001
@@ -256,8 +258,10 @@ class PointResult:
             return f"event-loop thread used {self.client_cpu_fraction:.0%} of a core"
         if self.pacer_lag is not None and self.pacer_lag.count:
             lag_p90 = self.pacer_lag.percentiles_us([90.0])[0] / 1000.0
-            if lag_p90 > SATURATED_PACER_LAG_MS:
-                return f"pacer ran {lag_p90:.1f} ms behind schedule at p90"
+            p50_ms = self.latency.percentiles_us([50.0])[0] / 1000.0 if self.latency.count else 0.0
+            limit = max(SATURATED_PACER_LAG_MS, SATURATED_PACER_LAG_SHARE * p50_ms)
+            if lag_p90 > limit:
+                return f"pacer ran {lag_p90:.1f} ms behind schedule at p90 (limit {limit:.1f} ms)"
         return None
 
     @property
