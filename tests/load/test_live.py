@@ -119,7 +119,9 @@ def test_random_503s_give_error_rate(sick: Running) -> None:
     point = sweep.points[0]
     assert set(point.errors) == {"http_503"}
     assert point.error_rate == pytest.approx(0.2, abs=0.06)
-    findings = diagnose(build_metrics(sweep, {"timeout_s": 5}))
+    metrics = build_metrics(sweep, {"timeout_s": 5})
+    assert metrics["error_onset"]["label"] == "c=4" and set(metrics["error_onset"]["errors"]) == {"http_503"}
+    findings = diagnose(metrics)
     s006 = next(f for f in findings if f.code == "S006")
     assert s006.severity.value == "high"
     assert s006.evidence["errors"] == {"http_503": point.errors["http_503"]}
@@ -287,7 +289,20 @@ def test_ctrl_c_writes_the_partial_result(sick: Running, tmp_path: Path, process
         stderr=subprocess.PIPE,
     )
     try:
-        time.sleep(2.5 if processes == "1" else 5.0)  # processes start together 2 s after spawning
+        import psutil
+
+        def loading() -> bool:  # the CLI has connections open to the server: the first point is running
+            try:
+                process = psutil.Process(proc.pid)
+                conns = getattr(process, "net_connections", process.connections)(kind="tcp")
+            except psutil.Error:
+                return False
+            return any(c.raddr and c.raddr.port == sick.port for c in conns)
+
+        deadline = time.monotonic() + 30
+        while not loading() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        time.sleep(1.0)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=20)
     finally:
@@ -461,8 +476,9 @@ def test_open_loop_overload_grows_the_queue(sick: Running) -> None:
     corrected = point.latency.summary_ms()
     assert corrected["p99"] >= 800.0  # the last arrivals wait for about (80 - 40) * 2.5 / 40 s
     metrics = build_metrics(sweep, {"timeout_s": 10})
-    s003 = next(f for f in diagnose(metrics) if f.code == "S003")
-    assert s003.evidence["growth"] >= 2.0 and s003.evidence["rejection_rate"] == 0
+    found = {f.code: f for f in diagnose(metrics)}
+    assert "S003" in found, (point.saturation_reason, metrics["points"][0]["windows"], list(found))
+    assert found["S003"].evidence["growth"] >= 2.0 and found["S003"].evidence["rejection_rate"] == 0
 
 
 def test_a_blocked_generator_is_flagged_saturated(sick: Running) -> None:
@@ -484,3 +500,14 @@ def test_pure_python_parser_times_a_chunked_sse_stream(sick: Running) -> None:
     stream = point.to_dict()["stream"]
     assert point.ok == 2 and stream["output_tokens"] == 10
     assert 95.0 <= stream["ttft_ms"]["p50"] <= 160.0 and 45.0 <= stream["itl_ms"]["p50"] <= 80.0
+
+
+def test_open_loop_stream_reports_corrected_and_uncorrected_ttft(sick: Running) -> None:
+    body = json.dumps({"model": "m", "messages": [], "stream": True}).encode()
+    spec = RequestSpec(f"{sick.url}/v1/chat/completions", method="POST", bodies=[body], stream=True, openai=True)
+    point = run_point(spec, rate=8, duration_s=1.0, timeout_s=5)
+    stream = point.to_dict()["stream"]
+    assert point.ok == 8 and stream["output_tokens"] == 40
+    corrected, from_send = stream["ttft_ms"], stream["ttft_from_send_ms"]
+    assert corrected["count"] == from_send["count"] == 8
+    assert 95.0 <= from_send["p50"] <= corrected["p50"] <= 170.0

@@ -11,6 +11,7 @@
                     network_queue_ms, stream {ttft_ms, itl_ms, output_tokens, output_tokens_per_s}, windows[],
                     first_latencies_ms, client_cpu_fraction, saturated, saturation_reason, interrupted
     knee            null | {kind, level, concurrency|rate, throughput_rps, p99_ms, level_range, next, ...}
+    error_onset     null | {label, level, error_rate, errors}: the lowest load where >= 1% of requests failed
     reference_point label of the point the headline and distributions describe (the knee, else the highest
                     non-saturated point)
     headline        {throughput_rps, max_throughput_rps, p50_ms, p99_ms, p99_9_ms, error_rate, knee_*, ttft_p99_ms...}
@@ -69,6 +70,7 @@ def build_metrics(sweep: SweepResult, settings: Mapping[str, Any]) -> dict[str, 
         "headline": headline(sweep, ref),
         "distributions": {"latency_ms": [round(v, 4) for v in ref.sample_ms]} if ref is not None else {},
     }
+    metrics["error_onset"] = error_onset(sweep)
     if sweep.slo is not None:
         metrics["slo"] = {
             **sweep.slo.to_dict(),
@@ -76,6 +78,24 @@ def build_metrics(sweep: SweepResult, settings: Mapping[str, Any]) -> dict[str, 
             "met": sweep.slo_max_rate is not None,
         }
     return metrics
+
+
+ERROR_ONSET_RATE = 0.01
+"""The error onset is the lowest offered load where at least this share of requests failed."""
+
+
+def error_onset(sweep: SweepResult) -> dict[str, Any] | None:
+    """The lowest non-saturated load level where errors reach ``ERROR_ONSET_RATE``, with their classes."""
+    failing = [p for p in sweep.points if not p.saturated and p.completed and p.error_rate >= ERROR_ONSET_RATE]
+    if not failing:
+        return None
+    point = min(failing, key=lambda p: p.level)
+    return {
+        "label": point.label,
+        "level": point.level,
+        "error_rate": round(point.error_rate, 6),
+        "errors": dict(sorted(point.errors.items(), key=lambda kv: -kv[1])),
+    }
 
 
 def headline(sweep: SweepResult, ref: PointResult | None) -> dict[str, float | int | None]:

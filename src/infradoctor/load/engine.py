@@ -45,7 +45,10 @@ MAX_STAGES = 32
 SATURATED_CPU_FRACTION = 0.85
 """A point whose event-loop thread used at least this share of one core is flagged as generator-saturated."""
 SATURATED_PACER_LAG_MS = 10.0
-"""Open loop: a p99 lag of the pacer behind its schedule above this flags the generator as saturated."""
+"""Open loop: a p90 lag of the pacer behind its schedule above this flags the generator as saturated (p90, not
+p99: a busy machine delays a few timer wake-ups by 10 ms and more; a generator that cannot keep up lags on most)."""
+SATURATED_PACER_LAG_SHARE = 0.1
+"""... and above this share of the point's median latency: a lag small against what is measured does not matter."""
 CONNECT_RETRY_DELAY_S = 0.001
 """Pause before a closed-loop worker retries after a failed connect (avoids a busy spin on a dead port)."""
 PACER_MIN_SLEEP_S = 0.001
@@ -188,6 +191,8 @@ class PointResult:
     """Client latency from send minus the server's total (us): network plus queueing outside the server."""
     ttft: Histogram | None = None
     """Streaming: time to first token (us), from intended/issue time."""
+    ttft_from_send: Histogram | None = None
+    """Streaming, open loop: time to first token from the actual write (uncorrected)."""
     itl: Histogram | None = None
     """Streaming: gaps between tokens (us)."""
     output_tokens: int = 0
@@ -252,9 +257,11 @@ class PointResult:
         if math.isfinite(self.client_cpu_fraction) and self.client_cpu_fraction >= SATURATED_CPU_FRACTION:
             return f"event-loop thread used {self.client_cpu_fraction:.0%} of a core"
         if self.pacer_lag is not None and self.pacer_lag.count:
-            lag_p99 = self.pacer_lag.percentiles_us([99.0])[0] / 1000.0
-            if lag_p99 > SATURATED_PACER_LAG_MS:
-                return f"pacer ran {lag_p99:.1f} ms behind schedule at p99"
+            lag_p90 = self.pacer_lag.percentiles_us([90.0])[0] / 1000.0
+            p50_ms = self.latency.percentiles_us([50.0])[0] / 1000.0 if self.latency.count else 0.0
+            limit = max(SATURATED_PACER_LAG_MS, SATURATED_PACER_LAG_SHARE * p50_ms)
+            if lag_p90 > limit:
+                return f"pacer ran {lag_p90:.1f} ms behind schedule at p90 (limit {limit:.1f} ms)"
         return None
 
     @property
@@ -316,6 +323,7 @@ class PointResult:
             decode_s = self.duration_s if self.duration_s > 0 else math.nan
             out["stream"] = {
                 "ttft_ms": self.ttft.summary_ms(),
+                "ttft_from_send_ms": self.ttft_from_send.summary_ms() if self.ttft_from_send is not None else None,
                 "itl_ms": self.itl.summary_ms() if self.itl is not None else {"count": 0},
                 "output_tokens": self.output_tokens,
                 "streams": self.stream_ok,
@@ -806,6 +814,10 @@ class _PointRun:
             if conn.tokens:
                 ttft_s = conn.t_first_token - conn.t_intended
                 res.ttft.record(int(ttft_s * 1e6 + 0.5))
+                if res.latency_from_send is not None:
+                    if res.ttft_from_send is None:
+                        res.ttft_from_send = Histogram()
+                    res.ttft_from_send.record(int((conn.t_first_token - conn.t_send) * 1e6 + 0.5))
                 record = res.itl.record
                 for gap in conn.gaps:
                     record(int(gap * 1e6 + 0.5))

@@ -84,6 +84,7 @@ def point_state(point: PointResult) -> dict[str, Any]:
         "pacer_lag": _hist_state(point.pacer_lag),
         "network": _hist_state(point.network),
         "ttft": _hist_state(point.ttft),
+        "ttft_from_send": _hist_state(point.ttft_from_send),
         "itl": _hist_state(point.itl),
         "stages": {name: hist.to_dict() for name, hist in point.stages.items()},
         "sample_ms": list(point.sample_ms),
@@ -103,6 +104,7 @@ def point_from_state(state: dict[str, Any]) -> PointResult:
     point.pacer_lag = _hist_from(state["pacer_lag"])
     point.network = _hist_from(state["network"])
     point.ttft = _hist_from(state["ttft"])
+    point.ttft_from_send = _hist_from(state["ttft_from_send"])
     point.itl = _hist_from(state["itl"])
     point.stages = {name: Histogram.from_dict(h) for name, h in state["stages"].items()}
     point.sample_ms = list(state["sample_ms"])
@@ -170,6 +172,7 @@ def merge_points(
         merged.pacer_lag = _merge_hist(merged.pacer_lag, point.pacer_lag)
         merged.network = _merge_hist(merged.network, point.network)
         merged.ttft = _merge_hist(merged.ttft, point.ttft)
+        merged.ttft_from_send = _merge_hist(merged.ttft_from_send, point.ttft_from_send)
         merged.itl = _merge_hist(merged.itl, point.itl)
         for name, hist in point.stages.items():
             merged.stages[name] = _merge_hist(merged.stages.get(name), hist) or hist

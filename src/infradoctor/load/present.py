@@ -100,6 +100,12 @@ def sections(result: Result) -> list[Section]:
         )
     elif points:
         lines.append("No knee: throughput kept growing with load (or too few levels to tell).")
+    onset = metrics.get("error_onset")
+    if isinstance(onset, Mapping):
+        lines.append(
+            f"Errors start at {onset.get('label')}: {100 * float(onset.get('error_rate') or 0):.1f}% failed "
+            f"({_errors_text(onset.get('errors') or {})})."
+        )
     slo = metrics.get("slo")
     if isinstance(slo, Mapping):
         best = slo.get("max_rate_rps")
@@ -172,11 +178,13 @@ def sections(result: Result) -> list[Section]:
         if not isinstance(stream, Mapping):
             continue
         ttft, itl = stream.get("ttft_ms") or {}, stream.get("itl_ms") or {}
+        ttft_send = stream.get("ttft_from_send_ms") or {}
         stream_rows.append(
             (
                 p.get("label"),
                 ttft.get("p50"),
                 ttft.get("p99"),
+                ttft_send.get("p99"),
                 itl.get("p50"),
                 itl.get("p99"),
                 stream.get("output_tokens"),
@@ -184,11 +192,14 @@ def sections(result: Result) -> list[Section]:
             )
         )
     if stream_rows:
+        columns = ("point", "TTFT p50", "TTFT p99", "TTFT p99 from send", "ITL p50", "ITL p99", "tokens", "tokens/s")
         out.append(
             Section(
                 "Streaming",
-                tables=[
-                    Table(("point", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "tokens", "tokens/s"), stream_rows)
+                tables=[Table(columns, stream_rows)],
+                lines=[
+                    "TTFT counts from the intended send time (open loop) or the issue time (closed loop); "
+                    "'from send' is the uncorrected open-loop value."
                 ],
             )
         )
