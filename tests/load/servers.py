@@ -1,11 +1,27 @@
-"""Sick servers for the load tests: source text for tests.support.servers.python_server (port in argv[1])."""
+"""Sick servers for the load tests: source text for tests.support.servers.python_server (port in argv[1]).
+
+The sleeps that the timing assertions are derived from are constants here, substituted into the scripts, so a
+test states its bounds in terms of what the server was told to do (e.g. TTFT >= 0.9 * TTFT_S).
+"""
+
+TTFT_S = 0.1
+"""The chat endpoint sleeps this long before the first token."""
+ITL_S = 0.05
+"""... and this long between tokens."""
+SLOT_S = 0.05
+"""/bounded holds one of its 2 slots this long: capacity 2 / SLOT_S = 40 req/s."""
+SLOTS = 2
+"""/bounded's slot count."""
+WORK_S = 0.05
+"""/blocking and /threaded sleep this long: service time is sleep-dominated, so CPU contention cannot hide
+whether requests overlap."""
 
 AIOHTTP_SICK = r"""
 import asyncio, json, random, sys, time
 from aiohttp import web
 
 rng = random.Random(7)
-bounded = asyncio.Semaphore(2)
+bounded = asyncio.Semaphore(__SLOTS__)
 counters = {"stall": 0, "cold": 0}
 
 async def root(request):
@@ -17,7 +33,7 @@ async def fixed(request):
 
 async def bounded_handler(request):
     async with bounded:  # capacity 2, unbounded queue in front of it
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(__SLOT_S__)
     return web.Response(text="done")
 
 async def flaky(request):
@@ -52,10 +68,10 @@ async def chat(request):
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await response.prepare(request)
     abort = request.query.get("abort") == "1"
-    await asyncio.sleep(0.1)  # time to first token
+    await asyncio.sleep(__TTFT_S__)  # time to first token
     for i in range(5):
         if i:
-            await asyncio.sleep(0.05)  # inter-token latency
+            await asyncio.sleep(__ITL_S__)  # inter-token latency
         chunk = {"choices": [{"index": 0, "delta": {"content": f"tok{i} "}}]}
         await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
         if abort and i == 1:
@@ -87,6 +103,8 @@ app.add_routes([web.get("/", root), web.get("/fixed", fixed), web.get("/bounded"
                 web.post("/echo", echo), web.get("/close", close)])
 web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None)
 """
+for _name, _value in {"__SLOTS__": SLOTS, "__SLOT_S__": SLOT_S, "__TTFT_S__": TTFT_S, "__ITL_S__": ITL_S}.items():
+    AIOHTTP_SICK = AIOHTTP_SICK.replace(_name, repr(_value))
 
 FASTAPI_SERIALIZED = r"""
 import sys, time
@@ -101,13 +119,14 @@ async def root():
 
 @app.get("/blocking")
 async def blocking():
-    time.sleep(0.02)  # blocking work inside async def: the event loop serves one request at a time
+    time.sleep(__WORK_S__)  # blocking work inside async def: the event loop serves one request at a time
     return {"ok": True}
 
 @app.get("/threaded")
 def threaded():
-    time.sleep(0.02)  # plain def: runs in the thread pool, requests overlap
+    time.sleep(__WORK_S__)  # plain def: runs in the thread pool, requests overlap
     return {"ok": True}
 
 uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
 """
+FASTAPI_SERIALIZED = FASTAPI_SERIALIZED.replace("__WORK_S__", repr(WORK_S))

@@ -12,7 +12,7 @@ import pytest
 from infradoctor.load import RequestOutcome, RequestSpec, run_point, run_sweep
 from infradoctor.load.analysis import build_metrics, diagnose
 from infradoctor.procs import free_port
-from tests.load.servers import AIOHTTP_SICK, FASTAPI_SERIALIZED
+from tests.load.servers import AIOHTTP_SICK, FASTAPI_SERIALIZED, ITL_S, SLOT_S, SLOTS, TTFT_S, WORK_S
 from tests.support.servers import Running, python_server
 
 pytestmark = pytest.mark.integration
@@ -30,8 +30,25 @@ def fastapi_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running
         yield server
 
 
+# Timing bounds are derived from the sleeps the servers were given: a lower bound the server guarantees (a 10%
+# allowance for timer granularity) and a generous upper margin for a slow, shared CI machine.
+SLACK_MS = 250.0
+"""Upper margin on a latency the server sleeps for: scheduling delay on a loaded 2-core machine."""
+
+
 def codes(metrics: dict) -> set[str]:
     return {f.code for f in diagnose(metrics)}
+
+
+def assert_ttft(p50_ms: float, *, extra_ms: float = 0.0) -> None:
+    """The server sleeps TTFT_S before the first token: never sooner, and not far later."""
+    assert 0.9 * TTFT_S * 1000 <= p50_ms < TTFT_S * 1000 + SLACK_MS + extra_ms, p50_ms
+
+
+def assert_itl(p50_ms: float) -> None:
+    """The server sleeps ITL_S between tokens; the upper bound stays below TTFT_S + ITL_S, so an inter-token
+    latency measured from the send (or from the first token for every token) would fail it."""
+    assert 0.9 * ITL_S * 1000 <= p50_ms < (ITL_S + 0.1) * 1000 < (TTFT_S + ITL_S) * 1000 + 1, p50_ms
 
 
 def test_fixed_latency_closed_and_open_loop(sick: Running) -> None:
@@ -40,14 +57,16 @@ def test_fixed_latency_closed_and_open_loop(sick: Running) -> None:
     summary = closed.latency.summary_ms()
     assert closed.errors == {}
     assert closed.ok == closed.completed > 20
-    assert 19.0 <= summary["p50"] <= 45.0
-    assert closed.throughput_rps == pytest.approx(4 / 0.020, rel=0.5)
+    assert 19.0 <= summary["p50"] < 20.0 + SLACK_MS
+    # 4 callers of a 20 ms endpoint: at most 4 / 0.020 = 200 req/s; well above the 50 req/s of one caller
+    assert 1.4 * (1 / 0.020) < closed.throughput_rps <= 1.05 * 4 / 0.020
     opened = run_point(spec, rate=40, duration_s=1.0, timeout_s=5)
     assert opened.mode == "open" and opened.sent == 40
-    assert opened.throughput_rps == pytest.approx(40, rel=0.2)
+    # the pacer sends on schedule (catching up after a stall), so the window holds about 40 completions
+    assert opened.throughput_rps == pytest.approx(40, rel=0.35)
     assert opened.latency_from_send is not None
     corrected, from_send = opened.latency.summary_ms(), opened.latency_from_send.summary_ms()
-    assert 19.0 <= from_send["p50"] <= 45.0
+    assert 19.0 <= from_send["p50"] < 20.0 + SLACK_MS
     assert corrected["p50"] >= from_send["p50"]
 
 
@@ -81,22 +100,27 @@ def test_server_timing_and_request_callback(sick: Running) -> None:
     assert "server-timing" in seen[0].headers
     data = point.to_dict()
     assert data["server_timing_ms"]["total"]["p50"] == pytest.approx(20.0, rel=0.01)
-    # client latency minus the server's 20 ms total: loopback network + queueing, small and non-negative
-    assert 0.0 <= data["network_queue_ms"]["p50"] < 20.0
+    # client latency minus the server's 20 ms total per request: loopback network + queueing, non-negative
+    gaps = sorted(o.latency_from_send_s * 1000 - 20.0 for o in seen)
+    assert data["network_queue_ms"]["p50"] >= 0.0
+    assert data["network_queue_ms"]["p50"] == pytest.approx(gaps[4], rel=0.003, abs=0.01)  # nearest-rank p50
 
 
 def test_bounded_capacity_unbounded_queue_gives_knee_and_no_backpressure(sick: Running) -> None:
-    sweep = run_sweep(RequestSpec(f"{sick.url}/bounded"), concurrency=[1, 2, 4, 8], duration_s=1.5, timeout_s=10)
+    # 2 slots: c=1 -> 2 doubles goodput; c=2 -> 8 adds none while p99 grows about 4x (50 -> 200 ms), far past the
+    # knee rule's 50%, so a scheduling hiccup at c=2 cannot hide the knee (with c=4 next, +100% p99 was the margin)
+    sweep = run_sweep(RequestSpec(f"{sick.url}/bounded"), concurrency=[1, SLOTS, 8], duration_s=1.5, timeout_s=10)
     knee = sweep.knee
-    assert knee is not None and knee.level == 2
-    assert knee.throughput_rps == pytest.approx(40, rel=0.3)
+    capacity = SLOTS / SLOT_S
+    assert knee is not None and knee.level == SLOTS, [(p.label, p.throughput_rps) for p in sweep.points]
+    assert 0.6 * capacity <= knee.throughput_rps <= 1.05 * capacity
     metrics = build_metrics(sweep, {"timeout_s": 10})
-    assert metrics["knee"]["concurrency"] == 2
+    assert metrics["knee"]["concurrency"] == SLOTS
     found = codes(metrics)
     assert {"S003", "S008"} <= found
     assert "S001" not in found and "S006" not in found
     last = metrics["points"][-1]
-    assert last["latency_ms"]["p50"] >= 150.0  # 8 callers share 2 slots of 50 ms: about 200 ms
+    assert last["latency_ms"]["p50"] >= 0.75 * 8 / capacity * 1000  # 8 callers share 2 slots of 50 ms: ~200 ms
 
 
 def test_blocking_async_endpoint_is_serialized(fastapi_server: Running) -> None:
@@ -111,7 +135,9 @@ def test_threaded_endpoint_is_not_serialized(fastapi_server: Running) -> None:
     sweep = run_sweep(RequestSpec(f"{fastapi_server.url}/threaded"), concurrency=[1, 4], duration_s=1.5, timeout_s=10)
     metrics = build_metrics(sweep, {"timeout_s": 10})
     assert "S001" not in codes(metrics)
-    assert metrics["points"][1]["throughput_rps"] > 2 * metrics["points"][0]["throughput_rps"]
+    # ideal 4x; serialized gives 1x (S001 fires below 1.3x): 1.5x separates the two with room for CPU contention
+    assert metrics["points"][1]["throughput_rps"] > 1.5 * metrics["points"][0]["throughput_rps"]
+    assert metrics["points"][0]["throughput_rps"] <= 1.05 / WORK_S  # one caller of a WORK_S endpoint
 
 
 def test_random_503s_give_error_rate(sick: Running) -> None:
@@ -185,8 +211,8 @@ def test_openai_stream_ttft_and_itl_match_the_server(cli, sick: Running, tmp_pat
     result_validator(data)
     stream = data["metrics"]["points"][0]["stream"]
     assert stream["output_tokens"] == 30  # usage.completion_tokens = 5 per stream, 6 streams
-    assert 95.0 <= stream["ttft_ms"]["p50"] <= 160.0  # server sleeps 100 ms before the first token
-    assert 45.0 <= stream["itl_ms"]["p50"] <= 80.0  # and 50 ms between tokens
+    assert_ttft(stream["ttft_ms"]["p50"])  # server sleeps TTFT_S before the first token
+    assert_itl(stream["itl_ms"]["p50"])  # and ITL_S between tokens
     assert data["metrics"]["headline"]["ttft_p50_ms"] == pytest.approx(stream["ttft_ms"]["p50"], abs=0.01)
     assert "Streaming" in run.stdout
 
@@ -321,7 +347,7 @@ def test_point_over_two_processes_merges_histograms(sick: Running) -> None:
     point = run_point(spec, concurrency=4, requests=201, duration_s=None, timeout_s=5, processes=2)
     assert point.sent == point.completed == point.ok == 201
     assert point.latency.count == 201 and point.label == "c=4"
-    assert 9.0 <= point.latency.summary_ms()["p50"] <= 40.0
+    assert 9.0 <= point.latency.summary_ms()["p50"] < 10.0 + SLACK_MS
     opened = run_point(spec, rate=40, duration_s=1.0, timeout_s=5, processes=2)
     assert opened.sent == 40 and opened.errors == {}
 
@@ -350,7 +376,7 @@ def test_generic_sse_stream_timing(sick: Running) -> None:
     point = run_point(spec, concurrency=1, requests=2, duration_s=None, timeout_s=5)
     stream = point.to_dict()["stream"]
     assert stream["output_tokens"] == 12  # 5 token events + the usage event per stream; [DONE] is not counted
-    assert 95.0 <= stream["ttft_ms"]["p50"] <= 160.0
+    assert_ttft(stream["ttft_ms"]["p50"])
 
 
 def test_cli_auto_concurrency_finds_serialization(cli, fastapi_server: Running, tmp_path: Path) -> None:
@@ -471,7 +497,9 @@ def test_open_loop_overload_grows_the_queue(sick: Running) -> None:
     # 80 req/s offered to 40 req/s of capacity: the unbounded queue grows through the point, nothing is rejected
     sweep = run_sweep(RequestSpec(f"{sick.url}/bounded"), rate=[80], duration_s=2.5, timeout_s=10)
     point = sweep.points[0]
-    assert point.throughput_rps == pytest.approx(40, rel=0.25)
+    capacity = SLOTS / SLOT_S
+    # capped at the capacity (not the 80 offered); below it only by per-request overhead on a busy machine
+    assert 0.6 * capacity <= point.throughput_rps <= 1.1 * capacity
     assert point.latency_from_send is not None
     corrected = point.latency.summary_ms()
     assert corrected["p99"] >= 800.0  # the last arrivals wait for about (80 - 40) * 2.5 / 40 s
@@ -499,7 +527,8 @@ def test_pure_python_parser_times_a_chunked_sse_stream(sick: Running) -> None:
     point = run_point(spec, concurrency=1, requests=2, duration_s=None, timeout_s=5, pure_python_parser=True)
     stream = point.to_dict()["stream"]
     assert point.ok == 2 and stream["output_tokens"] == 10
-    assert 95.0 <= stream["ttft_ms"]["p50"] <= 160.0 and 45.0 <= stream["itl_ms"]["p50"] <= 80.0
+    assert_ttft(stream["ttft_ms"]["p50"])
+    assert_itl(stream["itl_ms"]["p50"])
 
 
 def test_open_loop_stream_reports_corrected_and_uncorrected_ttft(sick: Running) -> None:
@@ -510,4 +539,6 @@ def test_open_loop_stream_reports_corrected_and_uncorrected_ttft(sick: Running) 
     assert point.ok == 8 and stream["output_tokens"] == 40
     corrected, from_send = stream["ttft_ms"], stream["ttft_from_send_ms"]
     assert corrected["count"] == from_send["count"] == 8
-    assert 95.0 <= from_send["p50"] <= corrected["p50"] <= 170.0
+    assert from_send["p50"] <= corrected["p50"]
+    assert_ttft(from_send["p50"])
+    assert_ttft(corrected["p50"], extra_ms=100.0)  # plus any delay of the pacer behind its schedule
