@@ -3,6 +3,7 @@ from pathlib import Path
 
 import pytest
 
+from infradoctor.procs import wait_until
 from tests.support.servers import haproxy, nginx, python_server
 
 BACKEND = """
@@ -35,7 +36,9 @@ def test_nginx_and_haproxy_front_a_real_backend(tmp_path: Path) -> None:
         with nginx(nginx_conf, tmp_path) as router:
             with urllib.request.urlopen(router.url + "/x", timeout=5) as resp:
                 assert resp.status == 200 and resp.headers["X-Served-By"].endswith(str(backend.port))
-        assert "GET /x" in (tmp_path / f"nginx_{router.port}" / "access.log").read_text()
+            # the router writes its log line after the response reached the client: poll for it (bounded)
+            assert wait_until(lambda: "GET /x" in router.log_text(), timeout=15), router.log_text()
+        assert router.log == tmp_path / f"nginx_{router.port}" / "access.log"
         hap_conf = f"""
 frontend fe
     bind 127.0.0.1:{{port}}
@@ -46,4 +49,4 @@ backend be
         with haproxy(hap_conf, tmp_path) as router:
             with urllib.request.urlopen(router.url + "/y", timeout=5) as resp:
                 assert resp.status == 200
-        assert "GET /y" in router.log_text()
+            assert wait_until(lambda: "GET /y" in router.log_text(), timeout=15), router.log_text()

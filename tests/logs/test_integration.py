@@ -87,6 +87,13 @@ def incidents(data: dict, kind: str, file_suffix: str) -> list[dict]:
     return [i for i in data["metrics"]["incidents"] if i["kind"] == kind and i["file"].endswith(file_suffix)]
 
 
+def near_timeout(inferred_ms: float, configured_ms: float) -> bool:
+    """An inferred router timeout matches the configured one (1 s): a timer never fires early (5% for the log's
+    rounding) and fires late only by scheduling delay, well short of the 2.5 s the /slow backend takes, so an
+    inference that read the backend's latency still fails."""
+    return configured_ms * 0.95 <= inferred_ms < configured_ms + 250.0
+
+
 def within(incident: dict, window: tuple[float, float]) -> bool:
     from datetime import datetime
 
@@ -155,7 +162,7 @@ def test_nginx_failures_become_incidents(cli, tmp_path: Path, result_validator) 
 
     codes = {f["code"]: f for f in data["findings"]}
     assert {"R005", "R006", "R007", "R008"} <= set(codes)
-    assert codes["R008"]["evidence"]["inferred_timeout_ms"] == pytest.approx(1000, abs=60)
+    assert near_timeout(codes["R008"]["evidence"]["inferred_timeout_ms"], 1000)
     # round robin sends half of /mixed/ to the dead port first; the first /flaky/ request tried two servers
     assert codes["R005"]["evidence"]["retried_requests"] == 4 + 1
     upstreams = {u["upstream"]: u for u in data["metrics"]["upstreams"]}
@@ -198,7 +205,8 @@ def test_nginx_slow_clients_show_as_router_time(cli, tmp_path: Path) -> None:
     data = analyze(cli, tmp_path, str(access), "--min-requests", "3")
     split = data["metrics"]["router_split"]
     # nginx buffers the body before it calls the backend: the slow upload is the router's time, not upstream time
-    assert split["router_p99_ms"] >= 400 and split["upstream_p99_ms"] < 200
+    # (an upstream time that included the 600 ms upload would be >= 600: half of it still separates the two)
+    assert split["router_p99_ms"] >= 400 and split["upstream_p99_ms"] < 300
     r001 = [f for f in data["findings"] if f["code"] == "R001"]
     assert r001 and r001[0]["evidence"]["router_p99_ms"] >= 400
 
@@ -259,7 +267,7 @@ def test_haproxy_failures_become_incidents(cli, tmp_path: Path, result_validator
     assert [(i["subject"], i["count"]) for i in no_server] == [("be_down", 2)] and within(no_server[0], down[:2])
     codes = {f["code"]: f for f in data["findings"]}
     assert {"R006", "R007", "R008"} <= set(codes)
-    assert codes["R008"]["evidence"]["inferred_timeout_ms"] == pytest.approx(1000, abs=60)
+    assert near_timeout(codes["R008"]["evidence"]["inferred_timeout_ms"], 1000)
     assert data["metrics"]["attempts"]["2"] == 3  # one retry per refused request
     # six requests through a server with maxconn 1 and 200 ms per request: up to ~1 s in the queue
     assert "R009" in codes and codes["R009"]["evidence"]["worst_max_queue_ms"] >= 600
