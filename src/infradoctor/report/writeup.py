@@ -98,6 +98,8 @@ class Pair:
         for row in ranked:
             if row["metric"] in seen:
                 continue
+            if picked and score(row)[:2] == (0, 0):
+                break  # neither significant nor a real move: not worth a line once something is shown
             picked.append(row)
             seen.add(str(row["metric"]))
             if len(picked) >= limit:
