@@ -40,6 +40,10 @@ EVENTS_DIR_ENV = "INFRADOCTOR_PROFILE_DIR"
 """Environment variable naming the events folder; instrumentation is active only where it is set."""
 MAX_STEPS_ENV = "INFRADOCTOR_PROFILE_MAX_STEPS"
 """When set, the workload is interrupted (SIGINT) after this many steps."""
+START_ERROR_FILE = "start-error.txt"
+"""File the runner writes into the events folder when the program cannot start (e.g. ``-m`` names no module)."""
+STOP_MARKER = "stop-requested"
+"""File the launcher writes into the events folder before it stops the workload (its SIGINT is then no error)."""
 
 DISCOVERY_QUIET_CALLS = 50
 """Top-level calls without a new top-level module after which the global discovery hooks are dropped."""
@@ -319,6 +323,7 @@ class Recorder:
         self.max_steps = int(os.environ.get(MAX_STEPS_ENV) or 0)
         self.stop_requested = False
         self.exit_status: int | None = None
+        self.exception: dict[str, Any] | None = None
         self.final = False
         self.last_worker_flush = 0.0
         self.writer: threading.Thread | None = None
@@ -344,6 +349,29 @@ class Recorder:
             installed = code.co_filename.startswith(self.installed_dirs)
             self.installed_code[code] = installed
         return installed
+
+    def describe_exception(self, exc: BaseException) -> dict[str, Any]:
+        """``type``, ``message`` and the innermost user frame (``file``, ``line``, ``function``) of an exception.
+
+        Frames of torch, infradoctor, the standard library and installed packages are passed over while a frame
+        of the user's own code exists.
+        """
+        frames: list[tuple[CodeType | None, int | None]] = []
+        tb = exc.__traceback__
+        while tb is not None:
+            frames.append((tb.tb_frame.f_code, tb.tb_lineno))
+            tb = tb.tb_next
+        mine = [f for f in frames if f[0] is not None and not self.is_internal(f[0])]
+        user = [f for f in mine if f[0] is not None and not self.is_installed(f[0])]
+        code, line = (user or mine or frames or [(None, None)])[-1]
+        return {
+            "type": type(exc).__name__,
+            "module": type(exc).__module__,
+            "message": str(exc)[:2000],
+            "file": code.co_filename if code is not None else None,
+            "line": line,
+            "function": code.co_name if code is not None else None,
+        }
 
     def user_frame(self, frame: FrameType | None) -> FrameType | None:
         """The innermost frame of the user's own code, outside torch and infradoctor.
@@ -711,6 +739,7 @@ class Recorder:
                 for (f, ln), v in list(self.alloc_sites.items())
             ],
             "errors": list(self.errors.values()),
+            "exception": self.exception,
         }
 
     def cuda_in_use(self) -> bool:

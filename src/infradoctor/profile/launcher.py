@@ -34,7 +34,7 @@ import psutil
 
 from infradoctor.errors import TargetError, UsageError
 from infradoctor.profile.evidence import ProfileEvidence, SystemSample, read_events
-from infradoctor.profile.instrument import EVENTS_DIR_ENV, MAX_STEPS_ENV
+from infradoctor.profile.instrument import EVENTS_DIR_ENV, MAX_STEPS_ENV, STOP_MARKER
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 INJECT_DIR = Path(__file__).resolve().parent / "inject"
@@ -272,6 +272,9 @@ class ProfiledProcess:
 
     def stop(self, reason: str = "stopped") -> int | None:
         """SIGINT, then SIGTERM, then SIGKILL, each after the grace period; its exit status."""
+        if self.poll() is None:
+            with contextlib.suppress(OSError):
+                (self.events_dir / STOP_MARKER).touch()  # the runner ends quietly on our SIGINT
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
             if self.poll() is not None:
                 break

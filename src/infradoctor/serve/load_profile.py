@@ -78,6 +78,12 @@ SETTLE_TOLERANCE = 0.05
 SETTLE_TIMEOUT_S = 60.0
 """Upper bound on settling (a worker that keeps growing is loaded as it is)."""
 
+NOT_READY = "service.ready"
+"""Error source: the server never answered (or exited first); no load ran."""
+
+LOAD_FAILED = "service.load"
+"""Error source: the load ran and no request succeeded."""
+
 LEFTOVER_GRACE_S = 3.0
 """Seconds a worker left behind by a stopped supervisor gets between SIGTERM and SIGKILL."""
 
@@ -200,6 +206,11 @@ def _relative(path: str, cwd: str | None) -> str:
     except ValueError:
         return path
     return path if rel.startswith("..") else rel
+
+
+def service_failed(result: Result) -> str | None:
+    """Why the service could not be measured (it never answered, or no request succeeded), else None."""
+    return next((e.message for e in result.errors if e.source in (NOT_READY, LOAD_FAILED)), None)
 
 
 def _service_findings(loops: Sequence[LoopLagEvidence], layout: WorkerLayout | None, cwd: str | None,
@@ -332,7 +343,7 @@ def profile_service(
                                interval=0.2, alive=lambda: proc.poll() is None)
             if not ready:
                 why = "exited" if proc.poll() is not None else f"did not answer within {options.ready_timeout_s:g} s"
-                notes.append(ErrorNote("service.ready", f"the server {why} ({probe}); no load was driven"))
+                notes.append(ErrorNote(NOT_READY, f"the server {why} ({probe}); no load was driven"))
             else:
                 settle(proc.pid, timeout_s=min(SETTLE_TIMEOUT_S, options.ready_timeout_s),
                        alive=lambda: proc.poll() is None)
@@ -353,10 +364,12 @@ def profile_service(
     finally:
         proc.close()
         shutil.rmtree(serve_dir, ignore_errors=True)
-    profile_result = build_result(evidence, started_at=started_at, rule_options=rule_options)
+    requests = sum(p.sent for p in sweep.points) if sweep is not None else None
+    serving_rules = replace(rule_options or RuleOptions(), serving=True, requests=requests)
+    profile_result = build_result(evidence, started_at=started_at, rule_options=serving_rules)
     load_metrics = build_load_metrics(sweep, _load_settings(spec, options)) if sweep is not None else None
-    if sweep is not None and sweep.points and not any(p.ok for p in sweep.points):
-        notes.append(ErrorNote("service.load", f"no request to {spec.url} succeeded"))
+    if sweep is not None and not any(p.ok for p in sweep.points):
+        notes.append(ErrorNote(LOAD_FAILED, f"no request to {spec.url} succeeded"))
     service = {"load_url": spec.url, "ready_url": probe, "ready_s": ready_s, "stop_exit_status": stop_status}
     return merge_results(profile_result, load_metrics, loops, layout, service, notes,
                          duration_s=time.perf_counter() - t0, cwd=(rule_options or RuleOptions()).cwd)

@@ -13,7 +13,9 @@ How it is measured:
     Per step (at most 20 reads/s) ``/proc/self/statm`` and glibc ``mallinfo2`` (or
     ``torch.cuda.memory_allocated``) are read; a least-squares line is fitted over steady steps. Fires when the
     slope is at least ``MIN_SLOPE_BYTES`` per step, the fitted growth at least ``MIN_GROWTH_BYTES`` and the fit
-    ``MIN_R2``. The leak site, two ways: once the heap has risen by 2 MB over 5 readings, one step's tensor allocations
+    ``MIN_R2``, and the growth is at least ``MIN_GROWTH_FRACTION`` of the process's size (RSS at the first steady
+    reading): a server that builds a model per request moves its heap around by a few KB per request without a
+    leak. The leak site, two ways: once the heap has risen by 2 MB over 5 readings, one step's tensor allocations
     are followed (a TorchDispatchMode with a weak-reference finalizer per allocation of at least 4 KB, noting the
     user line), paused so that it takes at most 2% of run time; the line whose sampled allocations stay alive
     (``RETAINED_SHARE``, at least ``MIN_RETAINED_BYTES``) is the leak site. Failing that, outputs of top-level
@@ -37,6 +39,8 @@ MIN_GROWTH_BYTES = 8 * 1024 * 1024
 """Total fitted growth needed."""
 MIN_R2 = 0.8
 """The growth must be steady (fit quality)."""
+MIN_GROWTH_FRACTION = 0.10
+"""The fitted growth must be at least this share of the process's size (allocator noise is not growth)."""
 RETAINED_SHARE = 0.5
 """A call site is the leak site when at least this share of its sampled outputs stayed alive."""
 MIN_RETAINED = 3
@@ -45,12 +49,21 @@ MIN_RETAINED_BYTES = 64 * 1024
 """A sampled allocation site must keep at least this much alive."""
 
 
+def process_size(analysis: ProfileAnalysis) -> int | None:
+    """The process's RSS at the first steady reading (else at the start of the run)."""
+    first = next((s.rss_bytes for s in analysis.steady if s.rss_bytes), None)
+    return first or analysis.evidence.memory.get("first_rss") or None
+
+
 def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     """Steady memory growth and the site that keeps its tensors."""
     trend = analysis.memory
     if trend is None or len(analysis.steady) < options.min_steps:
         return []
     if trend.slope_bytes_per_step < MIN_SLOPE_BYTES or trend.growth_bytes < MIN_GROWTH_BYTES or trend.r2 < MIN_R2:
+        return []
+    size = process_size(analysis)
+    if size is not None and trend.growth_bytes < MIN_GROWTH_FRACTION * size:
         return []
     alloc = [
         a for a in analysis.evidence.alloc_sites
