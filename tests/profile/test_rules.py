@@ -136,6 +136,18 @@ def test_p007_growth_small_next_to_the_process_is_not_reported() -> None:
     assert only("P007", big) is not None
 
 
+def test_p007_growth_that_levels_off_is_not_a_leak() -> None:
+    # 1 MB per step for 60 steps, then flat: r2 of the whole line is high, but the later half does not grow
+    rising = steps(100, forward_s=0.008, heap_growth=1024 * 1024)
+    plateau = tuple(replace(s, heap_bytes=min(s.heap_bytes or 0, rising[60].heap_bytes or 0),
+                            rss_bytes=min(s.rss_bytes or 0, rising[60].rss_bytes or 0)) for s in rising)
+    ev = evidence(steps=plateau)
+    trend = analyze(ev).memory
+    assert trend is not None and trend.r2 >= 0.8 and trend.growth_bytes > 30e6  # it would pass the other gates
+    assert only("P007", ev) is None
+    assert only("P007", evidence(steps=rising)) is not None
+
+
 def test_n011_gpu_oom_from_the_exception_that_ended_the_run() -> None:
     crash = {"type": "OutOfMemoryError", "module": "torch", "message": "CUDA out of memory. Tried to allocate 20 MiB",
              "file": "/work/app/train.py", "line": 57, "function": "step"}
