@@ -4,6 +4,8 @@ the load engine, diagnosed as one service."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -186,3 +188,41 @@ def test_usage_errors(cli: Callable, extra: list[str], message: str) -> None:
 def test_bad_load_url_is_a_usage_error(cli: Callable) -> None:
     run = cli("profile", "--load-url", "ftp://nowhere", "--", sys.executable, "-c", "pass")
     assert run.exit_code == 2 and "not an http" in run.stderr
+
+
+PLAIN_SERVER = """
+import sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+
+class Handler(BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args):
+        pass
+
+
+HTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()  # Ctrl-C: KeyboardInterrupt
+"""
+
+
+def test_our_own_stop_shows_no_keyboardinterrupt_traceback(tmp_path: Path) -> None:
+    script = tmp_path / "plain.py"
+    script.write_text(PLAIN_SERVER)
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2] / "src"),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-m", "infradoctor", "profile", "--no-store", "--quiet", "--load-url",
+         f"http://127.0.0.1:{port}/", "--concurrency", "1", "--point-requests", "20", "--json", "out.json",
+         "--", sys.executable, str(script), str(port)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr, done.stderr
+    data = json.loads((tmp_path / "out.json").read_text())
+    assert data["metrics"]["service"]["stop_exit_status"] == -2  # ended by our SIGINT, as before
+    assert data["metrics"]["load"]["points"][0]["ok"] == 20

@@ -36,7 +36,6 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -57,8 +56,6 @@ from infradoctor.serve import autoattach
 from infradoctor.serve.looplag import LoopLagEvidence
 from infradoctor.serve.rules import s002_event_loop_blocked, s004_model_copy_per_worker
 from infradoctor.serve.workers import WorkerLayout, worker_layout
-
-INJECT_DIR = Path(__file__).resolve().parent / "inject"
 
 DEFAULT_READY_TIMEOUT_S = 120.0
 """How long the server may take to answer its first request (model loading included)."""
@@ -137,9 +134,8 @@ class ServiceLoadOptions:
 
 
 def _child_env(base: Mapping[str, str] | None, serve_dir: str, stall_threshold_s: float) -> dict[str, str]:
+    # the launcher's injected sitecustomize installs the loop watcher when it sees these
     env = dict(base or {})
-    python_path = env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(INJECT_DIR), python_path) if p)
     env[autoattach.DIR_ENV] = serve_dir
     env[autoattach.STALL_ENV] = repr(stall_threshold_s)
     return env
