@@ -414,6 +414,9 @@ class Recorder:
             # else: an epoch's end (StopIteration) waited; that time stays with the next epoch's first step
             return
         for site in s.active_sites:
+            if site.first < 0 or site.last < site.first:
+                # listed twice (two server threads hit the site at once) or reset by another thread's step
+                continue
             site.span += site.last - site.first
             site.steps += 1
             site.first = -1.0
