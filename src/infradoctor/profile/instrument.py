@@ -26,6 +26,7 @@ import atexit
 import contextlib
 import ctypes
 import functools
+import inspect
 import json
 import os
 import sys
@@ -600,16 +601,33 @@ class Recorder:
                 weakref.finalize(tensor, _freed, stats).atexit = False
 
     def wrap_forward(self, module: Any) -> None:
+        """Time the module's top-level calls: an instance attribute ``forward`` that wraps the real one.
+
+        The wrapper holds the module weakly (the module's own ``__dict__`` holds the wrapper): a strong reference
+        would make every instance a reference cycle, so a model built per request would wait for the cyclic
+        garbage collector instead of being freed at once, and the run's memory would grow because of us.
+        """
         forward = module.forward
         if getattr(forward, "__infradoctor__", False):
             return
         stats = self.module_stats(module)
         rec = self
         clock = self.clock
+        func = getattr(forward, "__func__", None)
+        if func is not None and getattr(forward, "__self__", None) is module:
+            target: Callable[[], Any] = weakref.ref(module)
+
+            def call(*args: Any, **kwargs: Any) -> Any:
+                return func(target(), *args, **kwargs)
+        else:  # an instance-level forward set by the program: keep it as it is
+            call = forward
+
+            def target() -> Any:
+                return module
 
         def timed_forward(*args: Any, **kwargs: Any) -> Any:
             if getattr(_local, "top", False):
-                return forward(*args, **kwargs)
+                return call(*args, **kwargs)
             t0 = clock()
             try:
                 rec.before_forward(stats, t0)
@@ -620,7 +638,7 @@ class Recorder:
                 events = _cuda_event_pair()
             _local.top = True
             try:
-                out = forward(*args, **kwargs)
+                out = call(*args, **kwargs)
             finally:
                 _local.top = False
             t1 = clock()
@@ -628,13 +646,15 @@ class Recorder:
                 if events is not None:
                     events[1].record()
                     rec.pending_gpu.append((events[0], events[1], "forward"))
-                rec.after_forward(stats, module, args, kwargs, out, t0, t1, sys._getframe(1))
+                rec.after_forward(stats, target(), args, kwargs, out, t0, t1, sys._getframe(1))
             except Exception as exc:  # noqa: BLE001
                 _warn_once("forward.after", exc)
             return out
 
         timed_forward.__infradoctor__ = True  # type: ignore[attr-defined]
-        timed_forward.__wrapped__ = forward  # type: ignore[attr-defined]
+        # what inspect.signature(model.forward) shows (argument checks in pipelines); holds no module reference
+        with contextlib.suppress(TypeError, ValueError):
+            timed_forward.__signature__ = inspect.signature(forward)  # type: ignore[attr-defined]
         module.__dict__["forward"] = timed_forward
 
     # ---- discovery hooks -------------------------------------------------------------------------------------
