@@ -116,7 +116,7 @@ def test_same_endpoint_as_sync_def_is_neither(tmp_path: Path) -> None:
 
 
 def test_fixed_slots_and_unbounded_queue_is_s003_with_the_knee_at_the_slots(tmp_path: Path) -> None:
-    result, _ = run_server(tmp_path, apps.FIXED_SLOTS_SERVER, [1, 2, 4, 8, 16], duration=1.5)
+    result, _ = run_server(tmp_path, apps.FIXED_SLOTS_SERVER, [1, 2, 4, 8, 16], duration=2.5)
     curve = result.metrics["load"]["curve"]
     assert "S003" in codes(result), curve
     assert result.metrics["load"]["knee"]["level"] == apps.SLOTS, curve
