@@ -609,7 +609,7 @@ _CATALOG: tuple[tuple[str, str, Severity, str, tuple[str, ...], str, str], ...] 
         "gpu-oom",
         _H,
         "CUDA out of memory",
-        ("logs",),
+        ("logs", "profile"),
         "Lower batch size, use reduced precision or activation checkpointing; check for memory growth (P007).",
         "Smaller batches lower throughput.",
     ),

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from infradoctor.profile.analyze import analyze, build_metrics, percentile, subsample, warmup_count
-from infradoctor.profile.evidence import ProfileEvidence
+from infradoctor.profile.evidence import ProfileEvidence, SystemSample
 from infradoctor.profile.present import sections
 from infradoctor.profile.result import build_result
 from infradoctor.report import FORMATS, render
@@ -47,12 +47,27 @@ def test_metrics_layout_and_headline() -> None:
     assert headline["data_wait_fraction"] == pytest.approx(0.6)
     assert headline["step_time_ms_p50"] == pytest.approx(10.0)
     assert headline["samples_per_s"] == pytest.approx(3200)
-    assert all(isinstance(v, (int, float)) or v is None for v in headline.values())
+    assert all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in headline.values())
     assert metrics["steps"]["step_time_ms"]["first"] == pytest.approx(200)
     assert metrics["dataloader"]["item_time_ms"] == pytest.approx(0.58 / 3200 * 1000, rel=1e-3)
     assert metrics["system"]["cpu_percent_per_core"] == [50.0, 60.0]
     assert len(metrics["distributions"]["step_time_ms"]) == 95
     json.dumps(metrics)
+
+
+def test_headline_without_steps_leaves_out_what_is_not_available() -> None:
+    server_idle = evidence(steps=(), step_mode=None, modules=(), main_module=None, backward_calls=0,
+                           optimizer_steps=0, dataloaders=(), peak_rss_bytes=400_000_000)
+    assert build_metrics(analyze(server_idle))["headline"] == {"steps": 0, "peak_rss_mb": 400.0}
+
+
+def test_headline_gpu_utilisation_is_a_percent_on_gpu() -> None:
+    samples = tuple(SystemSample(t=100.0 + 0.2 * i, cpu_percent=(50.0,), process_cpu_percent=99.0,
+                                 rss_bytes=300_000_000, gpu_util_percent=(40.0, 60.0)) for i in range(5))
+    metrics = build_metrics(analyze(evidence(cuda=True, system=samples)))
+    assert metrics["headline"]["gpu_util_mean_pct"] == pytest.approx(50.0)
+    assert metrics["system"]["gpu_util_mean_pct"] == pytest.approx(50.0)
+    assert "cuda_peak_mb" not in metrics["headline"]  # no allocator reading: left out, not null
 
 
 def test_evidence_round_trips_through_json() -> None:

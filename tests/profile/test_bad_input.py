@@ -13,6 +13,7 @@ import pytest
 from infradoctor.errors import TargetError, UsageError
 from infradoctor.profile.launcher import ProfileOptions, plan_command, start_profiled
 from infradoctor.profile.result import build_result, profile_run
+from infradoctor.profile.rules import RuleOptions
 from infradoctor.result import utc_now_iso
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -291,3 +292,47 @@ def test_ctrl_c_in_the_terminal_still_writes_the_result(tmp_path: Path) -> None:
     assert data["metrics"]["workload"]["stop_reason"] == "interrupted"
     assert data["metrics"]["steps"]["count"] >= 50
     assert any("interrupted" in e["message"] for e in data["errors"])
+
+
+def test_missing_module_is_a_target_error_without_a_traceback(tmp_path: Path, cli, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    run = cli("profile", "--no-store", "--", sys.executable, "-m", "no_such_module_xyz")
+    assert run.exit_code == 3
+    assert "cannot run -m no_such_module_xyz: No module named 'no_such_module_xyz'" in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_cuda_oom_crash_is_n011_at_the_raising_line(tmp_path: Path, result_validator) -> None:
+    script = write(tmp_path / "oom.py", """
+        import torch
+
+
+        def allocate(model):
+            for _ in range(3):
+                model(torch.randn(8, 16))
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 MiB")  # OOM-LINE
+
+
+        allocate(torch.nn.Linear(16, 16))
+    """)
+    line = next(i for i, text in enumerate(script.read_text().splitlines(), 1) if "OOM-LINE" in text)
+    result = profile_run([sys.executable, str(script)], ProfileOptions(stderr=-3),
+                         RuleOptions(cwd=str(tmp_path)))
+    result_validator(result)
+    assert result.exit_status == 1
+    crash = result.metrics["workload"]["exception"]
+    assert crash["type"] == "OutOfMemoryError" and crash["message"].startswith("CUDA out of memory")
+    assert (crash["file"], crash["line"], crash["function"]) == (str(script), line, "allocate")
+    n011 = next(f for f in result.findings if f.code == "N011")
+    assert str(n011.location) == f"oom.py:{line}"
+
+
+def test_other_exceptions_are_recorded_without_n011(tmp_path: Path) -> None:
+    script = write(tmp_path / "bad.py", """
+        import json
+        json.loads("{not json")
+    """)
+    result = profile_run([sys.executable, str(script)], ProfileOptions(stderr=-3), RuleOptions(cwd=str(tmp_path)))
+    crash = result.metrics["workload"]["exception"]
+    assert crash["type"] == "JSONDecodeError" and (crash["file"], crash["line"]) == (str(script), 3)
+    assert not any(f.code == "N011" for f in result.findings)

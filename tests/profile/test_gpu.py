@@ -91,7 +91,7 @@ def test_idle_gaps_show_as_gpu_underutilized(tmp_path: Path) -> None:
     result = run(tmp_path, "pinned", "gaps")
     assert result.exit_status == 0
     assert "P014" in {f.code for f in result.findings}
-    assert result.metrics["system"]["gpu_util_mean"] is not None
+    assert result.metrics["system"]["gpu_util_mean_pct"] is not None
 
 
 @requires_cuda

@@ -55,3 +55,17 @@ def test_step_boundaries_follow_the_strongest_marker(tmp_path: Path) -> None:
     assert rec.steps_total == 4
     durations = [round(r["t1"] - r["t0"], 3) for r in rec.step_buffer]
     assert durations == [1.0, 1.0, 1.0, 0.5]
+
+
+def test_a_site_listed_twice_in_one_step_counts_its_span_once(tmp_path: Path) -> None:
+    # two server threads read at the same line at once: both see it unstarted and list it in the step
+    from infradoctor.profile.instrument import _SiteStats
+
+    rec = Recorder(str(tmp_path), "main", [])
+    site = _SiteStats("tolist", sys._getframe().f_code, 1)
+    rec.boundary("forward", 1000.0, before=True)
+    rec.step.forwards += 1
+    site.first, site.last = 1000.1, 1000.3
+    rec.step.active_sites.extend([site, site])
+    rec.boundary("forward", 1001.0, before=True)
+    assert abs(site.span - 0.2) < 1e-9 and site.steps == 1  # not 0.2 + (1000.3 + 1.0) from the second listing

@@ -43,3 +43,30 @@ def test_growth_points_at_the_line_whose_tensors_are_kept(tmp_path: Path) -> Non
     assert top.evidence["still_alive"] >= 1
     assert 150 <= top.evidence["growth_kb_per_step"] <= 500  # 100 x 512 floats (200 KiB) kept per step, plus heap slack
 
+
+
+def test_a_model_built_per_call_is_freed_at_once_under_the_profiler(tmp_path: Path) -> None:
+    # The forward wrapper must not make each model a reference cycle: with the cyclic GC off, every model built
+    # and dropped is freed by reference counting (a server building a model per request would otherwise grow).
+    script = tmp_path / "per_call.py"
+    script.write_text(textwrap.dedent("""
+        import gc, inspect, sys, weakref
+        import torch
+
+        gc.disable()
+        refs = []
+        for _ in range(60):
+            model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+            model(torch.randn(2, 32))
+            refs.append(weakref.ref(model))
+        del model
+        alive = sum(r() is not None for r in refs)
+        probe = torch.nn.Linear(4, 4)
+        probe(torch.randn(1, 4))
+        params = list(inspect.signature(probe.forward).parameters)
+        print("alive", alive, "params", params, file=sys.stderr)
+        sys.exit(0 if alive == 0 and params == ["input"] else 1)
+    """))
+    result = profile_run([sys.executable, str(script)], ProfileOptions(), RuleOptions(cwd=str(tmp_path)))
+    assert result.exit_status == 0
+    assert result.metrics["steps"]["forwards"] >= 50  # the models were instrumented

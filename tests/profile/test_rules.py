@@ -28,7 +28,7 @@ def only(code: str, ev):
 
 def test_every_profile_code_has_exactly_one_rule_module() -> None:
     checks = rule_checks()
-    assert sorted(checks) == [f"P{i:03d}" for i in range(1, 16)]
+    assert sorted(checks) == ["N011", *(f"P{i:03d}" for i in range(1, 16))]
     profile_modules = [m for m in iter_rule_modules() if m.__name__.startswith("infradoctor.profile.")]
     assert sorted(c for m in profile_modules for c in rule_codes(m)) == sorted(checks)
 
@@ -91,6 +91,74 @@ def test_p005_host_sync_per_step_and_gpu_share() -> None:
     assert only("P005", evidence(syncs=(logging,))) is None
     gpu = evidence(cuda=True, syncs=(logging,), steps=steps(100, forward_s=0.005, sync_s=0.002))
     assert only("P005", gpu) is not None
+
+
+SERVING = RuleOptions(cwd="/work/app", serving=True, requests=644)
+
+
+def serving_only(code: str, ev):
+    found = [f for f in run_rules(analyze(ev), SERVING) if f.code == code]
+    return found[0] if found else None
+
+
+def test_p005_serving_counts_per_request_and_one_read_per_response_is_normal() -> None:
+    # a handler that builds its JSON with .tolist(): one read per request, no training steps at all
+    response = SyncSite("tolist", "/work/app/serve.py", 35, "predict", calls=644, time_s=0.005, span_s=0.005,
+                        elements=0, steps=0)
+    idle = evidence(steps=(), step_mode=None, modules=(module(calls=644),), backward_calls=0, optimizer_steps=0,
+                    syncs=(response,))
+    assert serving_only("P005", idle) is None
+    assert serving_only("P005", replace(idle, modules=())) is None  # requests alone are the denominator
+    twice = replace(response, calls=2 * 644)
+    assert serving_only("P005", replace(idle, syncs=(twice,))) is None
+    per_element = replace(response, kind="item", calls=64 * 644, span_s=2.0)
+    finding = serving_only("P005", replace(idle, syncs=(per_element,)))
+    assert finding is not None and finding.evidence["calls_per_request"] == pytest.approx(64)
+    assert "per request" in finding.title
+
+
+def test_p013_serving_idle_time_between_requests_is_not_other_python() -> None:
+    # forward-bounded steps of 10 ms with 1 ms of model work: the rest is waiting for the next request
+    ev = evidence(steps=steps(100, forward_s=0.001), step_mode="forward", backward_calls=0, optimizer_steps=0)
+    assert only("P013", ev) is not None  # a batch job: Python outside the model
+    assert serving_only("P013", ev) is None
+    syncing = evidence(steps=steps(100, forward_s=0.001, sync_s=0.002), step_mode="forward")
+    finding = serving_only("P013", syncing)
+    assert finding is not None and finding.evidence["stage"] == "sync"
+    assert finding.evidence["ms_per_step"] == pytest.approx(2.0)
+
+
+def test_p007_growth_small_next_to_the_process_is_not_reported() -> None:
+    # 100 KB per step over 100 steps (10 MB, a perfect line) in a 300 MB process: allocator noise, not a leak
+    small = evidence(steps=steps(100, forward_s=0.008, heap_growth=100 * 1024))
+    assert only("P007", small) is None
+    big = evidence(steps=steps(100, forward_s=0.008, heap_growth=400 * 1024))
+    assert only("P007", big) is not None
+
+
+def test_p007_growth_that_levels_off_is_not_a_leak() -> None:
+    # 1 MB per step for 60 steps, then flat: r2 of the whole line is high, but the later half does not grow
+    rising = steps(100, forward_s=0.008, heap_growth=1024 * 1024)
+    plateau = tuple(replace(s, heap_bytes=min(s.heap_bytes or 0, rising[60].heap_bytes or 0),
+                            rss_bytes=min(s.rss_bytes or 0, rising[60].rss_bytes or 0)) for s in rising)
+    ev = evidence(steps=plateau)
+    trend = analyze(ev).memory
+    assert trend is not None and trend.r2 >= 0.8 and trend.growth_bytes > 30e6  # it would pass the other gates
+    assert only("P007", ev) is None
+    assert only("P007", evidence(steps=rising)) is not None
+
+
+def test_n011_gpu_oom_from_the_exception_that_ended_the_run() -> None:
+    crash = {"type": "OutOfMemoryError", "module": "torch", "message": "CUDA out of memory. Tried to allocate 20 MiB",
+             "file": "/work/app/train.py", "line": 57, "function": "step"}
+    finding = only("N011", evidence(exit_status=1, exception=crash))
+    assert finding is not None and str(finding.location) == "train.py:57"
+    assert finding.evidence["exception"] == "OutOfMemoryError" and finding.severity is Severity.HIGH
+    by_message = dict(crash, type="RuntimeError", message="CUDA error: out of memory")
+    assert only("N011", evidence(exit_status=1, exception=by_message)) is not None
+    other = dict(crash, type="ValueError", message="bad shape")
+    assert only("N011", evidence(exit_status=1, exception=other)) is None
+    assert only("N011", evidence()) is None
 
 
 def test_p006_repeated_loads_and_constructions() -> None:

@@ -15,7 +15,9 @@ from infradoctor.serve import autoattach
 from infradoctor.serve.rules import s002_event_loop_blocked as s002
 from tests.serve.apps import marked_line
 
-INJECT = Path(infradoctor.__file__).parent / "serve" / "inject"
+pytestmark = pytest.mark.integration
+
+INJECT = Path(infradoctor.__file__).parent / "profile" / "inject"  # the one injected sitecustomize
 SRC = Path(infradoctor.__file__).parent.parent
 
 PROGRAM = """
@@ -62,7 +64,8 @@ def test_injected_watcher_names_the_blocking_line(tmp_path: Path, kind: str) -> 
     done = run_program(tmp_path, kind, {autoattach.DIR_ENV: str(out), autoattach.STALL_ENV: "0.08"})
     assert done.returncode == 0, done.stderr
     [evidence] = autoattach.read_loop_evidence(out)
-    assert evidence.pid is not None and evidence.stall_count == 2
+    assert evidence.pid is not None and evidence.stall_count >= 2  # a busy machine may add short stalls
+    assert len([s for s in evidence.stalls if s.duration_s >= 0.2]) == 2  # the two 300 ms blocks
     [finding] = s002.check(evidence)
     assert finding.location is not None
     assert finding.location.file == str(tmp_path / "prog.py")
@@ -106,6 +109,7 @@ if pid == 0:
         await asyncio.sleep(0.05)
     asyncio.run(child())
     sys.exit(0)
+print(pid, flush=True)
 os.waitpid(pid, 0)
 """
 
@@ -121,6 +125,7 @@ def test_forked_child_watches_its_own_loop(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     found = autoattach.read_loop_evidence(out)
     assert len(found) == 2  # parent and child, each its own file
-    child = next(e for e in found if e.stall_count)
-    assert child.stalls[0].site is not None
-    assert child.stalls[0].site.line == marked_line(script, "CHILD-BLOCKING-LINE")
+    child_pid = int(done.stdout.split()[-1])
+    [child] = [e for e in found if e.pid == child_pid]
+    [stall] = [s for s in child.stalls if s.duration_s >= 0.2]
+    assert stall.site is not None and stall.site.line == marked_line(script, "CHILD-BLOCKING-LINE")

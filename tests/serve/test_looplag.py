@@ -16,6 +16,10 @@ HERE = Path(__file__)
 BLOCKING_LINE = next(i for i, text in enumerate(HERE.read_text().splitlines(), 1) if text.endswith("# BLOCKING-LINE"))
 
 
+LONG_S = 0.2
+"""Stalls at least this long are the test's own 300 ms blocks (scheduler noise on a busy machine is shorter)."""
+
+
 def block_for(seconds: float) -> None:
     time.sleep(seconds)  # BLOCKING-LINE
 
@@ -32,10 +36,13 @@ async def blocked_then_idle(monitor: LoopLagMonitor, block_s: float, times: int)
 def test_stall_names_the_blocking_line() -> None:
     monitor = LoopLagMonitor(interval_s=0.01, stall_threshold_s=0.06)
     evidence = asyncio.run(blocked_then_idle(monitor, 0.3, 2))
-    assert evidence.stall_count == 2
+    # one-sided: a busy machine may add short stalls of its own; the two 300 ms blocks are always there
+    assert evidence.stall_count >= 2
     assert evidence.blocked_s >= 0.4
     assert evidence.lag_max_ms is not None and evidence.lag_max_ms >= 200
-    for stall in evidence.stalls:
+    long_stalls = [s for s in evidence.stalls if s.duration_s >= LONG_S]
+    assert len(long_stalls) == 2
+    for stall in long_stalls:
         assert stall.site is not None
         assert (stall.site.file, stall.site.line, stall.site.function) == (str(HERE), BLOCKING_LINE, "block_for")
         assert stall.samples >= 1
@@ -51,9 +58,8 @@ def test_uvloop_is_watched_too() -> None:
         evidence = loop.run_until_complete(blocked_then_idle(monitor, 0.3, 1))
     finally:
         loop.close()
-    assert evidence.stall_count == 1
-    site = evidence.stalls[0].site
-    assert site is not None and site.line == BLOCKING_LINE
+    [stall] = [s for s in evidence.stalls if s.duration_s >= LONG_S]
+    assert stall.site is not None and stall.site.line == BLOCKING_LINE
 
 
 def test_awaiting_loop_has_no_stalls() -> None:

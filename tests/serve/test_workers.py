@@ -8,13 +8,14 @@ import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
+from infradoctor.node.gpu.nvml import RECORD_FORMAT, ReplayNvml
 from infradoctor.procs import stop_process, wait_until
 from infradoctor.serve.workers import WorkerLayout, nvml_gpu_memory_by_pid, worker_layout
+
+pytestmark = pytest.mark.integration
 
 SUPERVISOR = """
 import multiprocessing as mp, sys, time
@@ -88,52 +89,40 @@ def test_single_process(tmp_path: Path) -> None:
     assert only.gpu_memory_mb == 3072.0
 
 
-class RecordedNvml:
-    """Replays NVML answers recorded on a host with two GPUs and three serving processes.
-
-    Values as nvidia-ml-py returned them: ``usedGpuMemory`` in bytes, None where the driver reports N/A.
-    """
-
-    RECORDED: dict[int, dict[str, list[dict[str, Any]]]] = {
-        0: {"compute": [{"pid": 4101, "usedGpuMemory": 2_254_438_400}, {"pid": 4102, "usedGpuMemory": 2_254_438_400}],
-            "graphics": []},
-        1: {"compute": [{"pid": 4103, "usedGpuMemory": 2_252_341_248}, {"pid": 4104, "usedGpuMemory": None}],
-            "graphics": [{"pid": 4101, "usedGpuMemory": 1_048_576}]},
-    }
-
-    def __init__(self, *, fail_init: bool = False) -> None:
-        self.fail_init = fail_init
-        self.shutdown = False
-
-    def nvmlInit(self) -> None:
-        if self.fail_init:
-            raise RuntimeError("NVML Shared Library Not Found")
-
-    def nvmlShutdown(self) -> None:
-        self.shutdown = True
-
-    def nvmlDeviceGetCount(self) -> int:
-        return len(self.RECORDED)
-
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
-        return index
-
-    def nvmlDeviceGetComputeRunningProcesses(self, handle: int) -> list[SimpleNamespace]:
-        return [SimpleNamespace(**p) for p in self.RECORDED[handle]["compute"]]
-
-    def nvmlDeviceGetGraphicsRunningProcesses(self, handle: int) -> list[SimpleNamespace]:
-        return [SimpleNamespace(**p) for p in self.RECORDED[handle]["graphics"]]
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "node"
 
 
-def test_nvml_recorded_values() -> None:
-    nvml = RecordedNvml()
-    assert nvml_gpu_memory_by_pid(nvml) == {4101: 2_254_438_400 + 1_048_576, 4102: 2_254_438_400,
-                                            4103: 2_252_341_248}
-    assert nvml.shutdown
+def replay(name: str) -> ReplayNvml:
+    return ReplayNvml.from_file(FIXTURES / f"{name}.nvml.json")
+
+
+def test_nvml_recorded_values_per_process() -> None:
+    # recorded on 8 H100s, one training process per GPU holding 75.9 GB
+    used = nvml_gpu_memory_by_pid(replay("healthy_8x_h100"))
+    assert used == {41210 + i: 75_921_096_704 for i in range(8)}
+
+
+def test_nvml_lost_gpu_and_idle_gpu_are_left_out() -> None:
+    # GPU 2 is lost (its handle raises NVML_ERROR_GPU_IS_LOST), GPU 5 runs nothing
+    used = nvml_gpu_memory_by_pid(replay("xid79_ecc_8x_h100"))
+    assert used is not None and sorted(used) == [41210, 41211, 41213, 41214, 41216, 41217]
+
+
+def test_nvml_memory_not_reported_and_graphics_processes() -> None:
+    record = {"format": RECORD_FORMAT, "system": {"nvmlInit": None}, "devices": [
+        {"nvmlDeviceGetComputeRunningProcesses": [{"pid": 4101, "usedGpuMemory": 2_254_438_400},
+                                                  {"pid": 4104, "usedGpuMemory": None}],
+         "nvmlDeviceGetGraphicsRunningProcesses": [{"pid": 4101, "usedGpuMemory": 1_048_576}]},
+        {"nvmlDeviceGetComputeRunningProcesses": {"nvml_error": "NVML_ERROR_NOT_SUPPORTED"}},
+    ]}
+    assert nvml_gpu_memory_by_pid(ReplayNvml(record)) == {4101: 2_254_438_400 + 1_048_576}
 
 
 def test_nvml_not_available_is_a_value() -> None:
-    assert nvml_gpu_memory_by_pid(RecordedNvml(fail_init=True)) is None
+    pytest.importorskip("pynvml")
+    failed = {"format": RECORD_FORMAT, "devices": [],
+              "system": {"nvmlInit": {"nvml_error": "NVML_ERROR_LIBRARY_NOT_FOUND"}}}
+    assert nvml_gpu_memory_by_pid(ReplayNvml(failed)) is None
 
 
 def test_real_nvml_without_gpu_is_none() -> None:

@@ -381,10 +381,14 @@ class _ProgressDisplay:
         flags = " [client saturated]" if point.saturated else ""
         prefix = "\r" if self.tty else ""
         sys.stderr.write(
-            f"{prefix}  {point.label:>10} {point.throughput_rps:9.1f} req/s  p50 {lat.get('p50', '-')} ms  "
-            f"p99 {lat.get('p99', '-')} ms  errors {point.error_rate:.2%}{flags}\n"
+            f"{prefix}  {point.label:>10} {point.throughput_rps:9.1f} req/s  p50 {_ms(lat.get('p50'))} ms  "
+            f"p99 {_ms(lat.get('p99'))} ms  errors {point.error_rate:.2%}{flags}\n"
         )
         sys.stderr.flush()
+
+
+def _ms(value: object) -> str:
+    return f"{value:.3g}" if isinstance(value, (int, float)) else "-"
 
 
 COMMAND = LoadCommand()

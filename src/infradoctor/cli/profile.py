@@ -8,7 +8,7 @@ import sys
 
 from infradoctor.cli.base import Command, add_result_options, finish
 from infradoctor.cli.profile_load import add_load_options, run_with_load
-from infradoctor.errors import UsageError
+from infradoctor.errors import TargetError, UsageError
 from infradoctor.profile.launcher import ProfileOptions
 from infradoctor.profile.result import profile_run
 from infradoctor.profile.rules import RuleOptions
@@ -63,6 +63,9 @@ class ProfileCommand(Command):
             stdout=sys.stderr.fileno() if args.json == "-" else None,
         )
         result = profile_run(argv, options, RuleOptions(cwd=os.getcwd()))
+        started = not any(e.source == "profile.start" for e in result.errors)
+        if not started:
+            raise TargetError(next(e.message for e in result.errors if e.source == "profile.start"))
         code = finish(args, result)
         stop_reason = result.metrics.get("workload", {}).get("stop_reason")
         if result.exit_status and stop_reason not in ("steps", "duration"):

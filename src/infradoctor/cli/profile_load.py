@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 from infradoctor.cli.base import finish
-from infradoctor.errors import UsageError
+from infradoctor.errors import EXIT_TARGET, UsageError
 from infradoctor.profile.launcher import ProfileOptions
 from infradoctor.profile.rules import RuleOptions
 from infradoctor.serve.load_profile import (
@@ -20,6 +21,7 @@ from infradoctor.serve.load_profile import (
     DEFAULT_READY_TIMEOUT_S,
     ServiceLoadOptions,
     profile_service,
+    service_failed,
 )
 
 
@@ -100,4 +102,9 @@ def run_with_load(args: argparse.Namespace, argv: list[str]) -> int:
     )
     profile_options = ProfileOptions(sample_interval_s=max(0.05, args.sample_interval))
     result = profile_service(argv, options, profile_options, RuleOptions(cwd=os.getcwd()))
-    return finish(args, result)
+    code = finish(args, result)
+    failed = service_failed(result)
+    if failed is not None:
+        print(f"infradoctor profile: error: {failed}", file=sys.stderr)
+        return EXIT_TARGET  # the partial result is written; the service itself could not be measured
+    return code

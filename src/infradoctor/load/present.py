@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from infradoctor.report.sections import Section, Table
+from infradoctor.report.sections import Section, Table, format_value
 from infradoctor.result import Result
 
 
@@ -95,8 +95,9 @@ def sections(result: Result) -> list[Section]:
         nxt = knee.get("next") or {}
         lines.append(
             f"Knee at {knee.get('kind')} {knee.get('level'):g}: {knee.get('throughput_rps')} req/s, p99 "
-            f"{knee.get('p99_ms')} ms; next level {nxt.get('level')}: {nxt.get('throughput_rps')} req/s, p99 "
-            f"{nxt.get('p99_ms')} ms ({knee.get('rule')})."
+            f"{format_value(knee.get('p99_ms'))} ms; next level {format_value(nxt.get('level'))}: "
+            f"{nxt.get('throughput_rps')} req/s, p99 "
+            f"{format_value(nxt.get('p99_ms'))} ms ({knee.get('rule')})."
         )
     elif points:
         lines.append("No knee: throughput kept growing with load (or too few levels to tell).")

@@ -134,16 +134,20 @@ def host_section(host: Mapping[str, Any], headline: Mapping[str, Any]) -> Sectio
         if procs:
             tables.append(
                 Table(
-                    columns=("pid", "name", "user", "CPU %", "RSS GiB", "threads"),
+                    columns=("pid", "name", "user", "CPU %", "RSS MiB", "threads"),
                     rows=[
-                        [p.get("pid"), p.get("name"), p.get("username"), p.get("cpu_pct"),
-                         _gib(p.get("rss_bytes")), p.get("threads")]
+                        [str(p.get("pid")), p.get("name"), p.get("username"), p.get("cpu_pct"),
+                         _mib(p.get("rss_bytes")), p.get("threads")]
                         for p in procs
                     ],
                     title=title,
                 )
             )
     return Section("Host", tables=tuple(tables))
+
+
+def _mib(value: Any) -> float | None:
+    return round(value / 2**20, 1) if isinstance(value, (int, float)) else None
 
 
 def kernel_section(kernel: Mapping[str, Any]) -> Section:

@@ -7,9 +7,12 @@ Library entry points: :func:`infradoctor.profile.launcher.start_profiled` (start
 
 - ``workload``: ``exit_status`` (shell style: 128+N when killed by signal N), ``signal``, ``stop_reason``
   (exit/steps/duration/stopped/interrupted), ``duration_s``, ``instrumented``, ``torch_imported``,
-  ``torch_version``, ``cuda``, ``profile_kind`` (``torch`` or ``cpu-only``).
+  ``torch_version``, ``cuda``, ``profile_kind`` (``torch`` or ``cpu-only``), ``exception`` (the exception that
+  ended the program: ``type``, ``module``, ``message``, ``file``, ``line``, ``function`` of the innermost user
+  frame; null without one).
 - ``headline``: ``samples_per_s``, ``steps_per_s``, ``step_time_ms_p50``, ``step_time_ms_p90``,
-  ``data_wait_fraction``, ``peak_rss_mb``, ``steps`` (+ ``cuda_peak_mb``, ``gpu_util_mean`` on GPU).
+  ``data_wait_fraction``, ``peak_rss_mb``, ``steps`` (+ ``cuda_peak_mb``, ``gpu_util_mean_pct`` on GPU); flat
+  numbers only: a value that is not available (no steps, no GPU samples) is left out.
 - ``steps``: ``count``, ``kept`` (steps held for analysis: long runs are thinned evenly), ``warmup``, ``steady``,
   ``boundary`` (what marks a step: optimizer/dataloader/forward),
   ``time_s``, ``phase_ms_per_step`` and ``phase_fraction`` (data_wait, h2d, forward, backward, optimizer, sync,
@@ -25,7 +28,7 @@ Library entry points: :func:`infradoctor.profile.launcher.start_profiled` (start
 - ``syncs``: host reads by site (kind, site, calls, per_step, time_ms, loop_ms).
 - ``dataloader``: ``loaders`` (configuration, call site, batches, wait), ``item_time_ms``, ``worker_processes``.
 - ``h2d``, ``precision``: GPU copy counters and matmul precision settings.
-- ``system``: ``cores``, ``cpu_percent_mean``, ``cpu_percent_per_core``, ``gpu_util_mean`` and a ``timeline``
+- ``system``: ``cores``, ``cpu_percent_mean``, ``cpu_percent_per_core``, ``gpu_util_mean_pct`` and a ``timeline``
   (t_s, step, cpu_percent, process_cpu_percent, gpu_util) aligned to steps.
 - ``distributions``: ``step_time_ms`` (steady steps, at most 5000 values).
 """

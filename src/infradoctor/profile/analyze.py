@@ -333,22 +333,24 @@ def build_metrics(analysis: ProfileAnalysis) -> dict[str, Any]:
         "cores": analysis.cores,
         "cpu_percent_mean": _round(statistics.fmean(cpu_means), 1) if cpu_means else None,
         "cpu_percent_per_core": per_core,
-        "gpu_util_mean": _round(analysis.gpu_util_mean, 1),
+        "gpu_util_mean_pct": _round(analysis.gpu_util_mean, 1),
         "timeline": {"columns": ["t_s", "step", "cpu_percent", "process_cpu_percent", "gpu_util"],
                      "rows": system_rows},
     }
-    headline: dict[str, Any] = {
-        "samples_per_s": throughput["samples_per_s"],
-        "steps_per_s": throughput["steps_per_s"],
-        "step_time_ms_p50": steps["step_time_ms"]["p50"],  # type: ignore[index]
-        "step_time_ms_p90": steps["step_time_ms"]["p90"],  # type: ignore[index]
-        "data_wait_fraction": fractions["data_wait"],
-        "peak_rss_mb": memory["peak_rss_mb"],
-        "steps": count,
-    }
+    headline: dict[str, Any] = {"steps": count}
+    if n_steady:
+        headline |= {
+            "samples_per_s": throughput["samples_per_s"],
+            "steps_per_s": throughput["steps_per_s"],
+            "step_time_ms_p50": steps["step_time_ms"]["p50"],  # type: ignore[index]
+            "step_time_ms_p90": steps["step_time_ms"]["p90"],  # type: ignore[index]
+            "data_wait_fraction": fractions["data_wait"],
+        }
+    headline["peak_rss_mb"] = memory["peak_rss_mb"]
     if ev.cuda:
         headline["cuda_peak_mb"] = memory["cuda_peak_mb"]
-        headline["gpu_util_mean"] = system["gpu_util_mean"]
+        headline["gpu_util_mean_pct"] = system["gpu_util_mean_pct"]
+    headline = {k: v for k, v in headline.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     return {
         "workload": {
             "exit_status": shell_exit_code(ev.exit_status),
@@ -360,6 +362,7 @@ def build_metrics(analysis: ProfileAnalysis) -> dict[str, Any]:
             "torch_version": ev.torch_version,
             "cuda": ev.cuda,
             "profile_kind": "torch" if ev.torch_imported else "cpu-only",
+            "exception": dict(ev.exception) if ev.exception else None,
         },
         "headline": headline,
         "steps": steps,

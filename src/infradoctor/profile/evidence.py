@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
+from infradoctor.profile.instrument import START_ERROR_FILE
+
 T = TypeVar("T")
 
 
@@ -370,6 +372,9 @@ class ProfileEvidence:
     """Start, Unix time."""
     cpu_count: int = 0
     """Logical CPUs of the machine (0 when unknown)."""
+    exception: Mapping[str, Any] | None = None
+    """The exception that ended the workload: ``type``, ``module``, ``message`` and the innermost user frame
+    ``file``, ``line``, ``function`` (None when it ended without one)."""
     alloc_sites: tuple[Mapping[str, Any], ...] = ()
     """Sampled tensor allocations by user line once growth was suspected: ``file``, ``line``, ``sampled``,
     ``sampled_bytes``, ``alive``, ``alive_bytes`` (still alive at the end)."""
@@ -404,6 +409,12 @@ class ProfileEvidence:
     def module(self, key: int | None) -> ModuleUse | None:
         """The module with this id."""
         return next((m for m in self.modules if m.id == key), None)
+
+
+def _read_text(path: Path) -> str | None:
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        return path.read_text(encoding="utf-8").strip() or None
+    return None
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -476,7 +487,10 @@ def read_events(
         "cpu_count": os.cpu_count() or 0,
     }
     if state is None:
-        return ProfileEvidence(instrumented=False, torch_imported=False, peak_rss_bytes=peak_rss_bytes, **common)
+        start_error = _read_text(events_dir / START_ERROR_FILE)
+        errors = ({"source": "start", "message": start_error, "count": 1},) if start_error else ()
+        return ProfileEvidence(instrumented=False, torch_imported=False, peak_rss_bytes=peak_rss_bytes,
+                               errors=errors, **common)
     pid = int(state["pid"])
     steps = sorted(_read_steps(events_dir / f"{pid}.steps.jsonl"), key=lambda s: s.index)
     memory = dict(state.get("memory") or {})
@@ -507,6 +521,7 @@ def read_events(
         precision=dict(state.get("precision") or {}),
         errors=tuple(state.get("errors") or ()),
         alloc_sites=tuple(state.get("alloc_sites") or ()),
+        exception=state.get("exception") or None,
         started_wall=state.get("started_wall"),
         **common,
     )

@@ -26,6 +26,7 @@ import atexit
 import contextlib
 import ctypes
 import functools
+import inspect
 import json
 import os
 import sys
@@ -40,6 +41,10 @@ EVENTS_DIR_ENV = "INFRADOCTOR_PROFILE_DIR"
 """Environment variable naming the events folder; instrumentation is active only where it is set."""
 MAX_STEPS_ENV = "INFRADOCTOR_PROFILE_MAX_STEPS"
 """When set, the workload is interrupted (SIGINT) after this many steps."""
+START_ERROR_FILE = "start-error.txt"
+"""File the runner writes into the events folder when the program cannot start (e.g. ``-m`` names no module)."""
+STOP_MARKER = "stop-requested"
+"""File the launcher writes into the events folder before it stops the workload (its SIGINT is then no error)."""
 
 DISCOVERY_QUIET_CALLS = 50
 """Top-level calls without a new top-level module after which the global discovery hooks are dropped."""
@@ -319,6 +324,7 @@ class Recorder:
         self.max_steps = int(os.environ.get(MAX_STEPS_ENV) or 0)
         self.stop_requested = False
         self.exit_status: int | None = None
+        self.exception: dict[str, Any] | None = None
         self.final = False
         self.last_worker_flush = 0.0
         self.writer: threading.Thread | None = None
@@ -344,6 +350,29 @@ class Recorder:
             installed = code.co_filename.startswith(self.installed_dirs)
             self.installed_code[code] = installed
         return installed
+
+    def describe_exception(self, exc: BaseException) -> dict[str, Any]:
+        """``type``, ``message`` and the innermost user frame (``file``, ``line``, ``function``) of an exception.
+
+        Frames of torch, infradoctor, the standard library and installed packages are passed over while a frame
+        of the user's own code exists.
+        """
+        frames: list[tuple[CodeType | None, int | None]] = []
+        tb = exc.__traceback__
+        while tb is not None:
+            frames.append((tb.tb_frame.f_code, tb.tb_lineno))
+            tb = tb.tb_next
+        mine = [f for f in frames if f[0] is not None and not self.is_internal(f[0])]
+        user = [f for f in mine if f[0] is not None and not self.is_installed(f[0])]
+        code, line = (user or mine or frames or [(None, None)])[-1]
+        return {
+            "type": type(exc).__name__,
+            "module": type(exc).__module__,
+            "message": str(exc)[:2000],
+            "file": code.co_filename if code is not None else None,
+            "line": line,
+            "function": code.co_name if code is not None else None,
+        }
 
     def user_frame(self, frame: FrameType | None) -> FrameType | None:
         """The innermost frame of the user's own code, outside torch and infradoctor.
@@ -386,6 +415,9 @@ class Recorder:
             # else: an epoch's end (StopIteration) waited; that time stays with the next epoch's first step
             return
         for site in s.active_sites:
+            if site.first < 0 or site.last < site.first:
+                # listed twice (two server threads hit the site at once) or reset by another thread's step
+                continue
             site.span += site.last - site.first
             site.steps += 1
             site.first = -1.0
@@ -569,16 +601,33 @@ class Recorder:
                 weakref.finalize(tensor, _freed, stats).atexit = False
 
     def wrap_forward(self, module: Any) -> None:
+        """Time the module's top-level calls: an instance attribute ``forward`` that wraps the real one.
+
+        The wrapper holds the module weakly (the module's own ``__dict__`` holds the wrapper): a strong reference
+        would make every instance a reference cycle, so a model built per request would wait for the cyclic
+        garbage collector instead of being freed at once, and the run's memory would grow because of us.
+        """
         forward = module.forward
         if getattr(forward, "__infradoctor__", False):
             return
         stats = self.module_stats(module)
         rec = self
         clock = self.clock
+        func = getattr(forward, "__func__", None)
+        if func is not None and getattr(forward, "__self__", None) is module:
+            target: Callable[[], Any] = weakref.ref(module)
+
+            def call(*args: Any, **kwargs: Any) -> Any:
+                return func(target(), *args, **kwargs)
+        else:  # an instance-level forward set by the program: keep it as it is
+            call = forward
+
+            def target() -> Any:
+                return module
 
         def timed_forward(*args: Any, **kwargs: Any) -> Any:
             if getattr(_local, "top", False):
-                return forward(*args, **kwargs)
+                return call(*args, **kwargs)
             t0 = clock()
             try:
                 rec.before_forward(stats, t0)
@@ -589,7 +638,7 @@ class Recorder:
                 events = _cuda_event_pair()
             _local.top = True
             try:
-                out = forward(*args, **kwargs)
+                out = call(*args, **kwargs)
             finally:
                 _local.top = False
             t1 = clock()
@@ -597,13 +646,15 @@ class Recorder:
                 if events is not None:
                     events[1].record()
                     rec.pending_gpu.append((events[0], events[1], "forward"))
-                rec.after_forward(stats, module, args, kwargs, out, t0, t1, sys._getframe(1))
+                rec.after_forward(stats, target(), args, kwargs, out, t0, t1, sys._getframe(1))
             except Exception as exc:  # noqa: BLE001
                 _warn_once("forward.after", exc)
             return out
 
         timed_forward.__infradoctor__ = True  # type: ignore[attr-defined]
-        timed_forward.__wrapped__ = forward  # type: ignore[attr-defined]
+        # what inspect.signature(model.forward) shows (argument checks in pipelines); holds no module reference
+        with contextlib.suppress(TypeError, ValueError):
+            timed_forward.__signature__ = inspect.signature(forward)  # type: ignore[attr-defined]
         module.__dict__["forward"] = timed_forward
 
     # ---- discovery hooks -------------------------------------------------------------------------------------
@@ -711,6 +762,7 @@ class Recorder:
                 for (f, ln), v in list(self.alloc_sites.items())
             ],
             "errors": list(self.errors.values()),
+            "exception": self.exception,
         }
 
     def cuda_in_use(self) -> bool:

@@ -33,8 +33,9 @@ from typing import IO, Any
 import psutil
 
 from infradoctor.errors import TargetError, UsageError
+from infradoctor.node.gpu.nvml import NA, NVML_MEMORY_V2, NvmlQuery, load_pynvml
 from infradoctor.profile.evidence import ProfileEvidence, SystemSample, read_events
-from infradoctor.profile.instrument import EVENTS_DIR_ENV, MAX_STEPS_ENV
+from infradoctor.profile.instrument import EVENTS_DIR_ENV, MAX_STEPS_ENV, STOP_MARKER
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 INJECT_DIR = Path(__file__).resolve().parent / "inject"
@@ -110,31 +111,51 @@ def plan_command(argv: Sequence[str], cwd: str | None = None) -> LaunchPlan:
     return LaunchPlan((resolved, *interpreter_opts, "-m", "infradoctor.profile.runner", *rest), "runner")
 
 
+def gpu_sample(query: NvmlQuery, handles: Sequence[Any]) -> tuple[tuple[float, ...], tuple[int, ...]]:
+    """Utilisation (%) and used memory (bytes) of each GPU that answers both (through the NVML query helper)."""
+    util: list[float] = []
+    mem: list[int] = []
+    for handle in handles:
+        rates = query("nvmlDeviceGetUtilizationRates", handle)
+        info = query("nvmlDeviceGetMemoryInfo", handle, NVML_MEMORY_V2)
+        if info is NA:  # an older driver or nvidia-ml-py without the v2 struct
+            info = query("nvmlDeviceGetMemoryInfo", handle)
+        if rates is NA or info is NA:
+            continue
+        util.append(float(rates.gpu))
+        mem.append(int(info.used))
+    return tuple(util), tuple(mem)
+
+
 class _SystemSampler(threading.Thread):
     """Samples CPU per core, the workload tree's CPU and RSS, and GPU utilisation (NVML) in the parent."""
 
-    def __init__(self, pid: int, interval_s: float) -> None:
+    def __init__(self, pid: int, interval_s: float, nvml: Any = None) -> None:
         super().__init__(name="infradoctor-profile-sampler", daemon=True)
         self.pid = pid
         self.interval_s = interval_s
+        self.nvml_lib = nvml
+        """``pynvml`` or a :class:`ReplayNvml` of recorded values (None: the installed ``pynvml``)."""
         self.samples: list[SystemSample] = []
         self.stop_event = threading.Event()
         self.max_rss = 0
-        self.nvml: Any = None
+        self.nvml: NvmlQuery | None = None
         self.gpus: list[Any] = []
         self.procs: dict[int, psutil.Process] = {}
         self.cpu_prev: dict[int, float] = {}
 
     def _init_nvml(self) -> None:
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            self.nvml = pynvml
-            self.gpus = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
-        except Exception:  # noqa: BLE001 - no NVML or no GPU: GPU columns stay empty
-            self.nvml = None
-            self.gpus = []
+        lib = self.nvml_lib if self.nvml_lib is not None else load_pynvml()
+        self.nvml = None
+        self.gpus = []
+        if lib is None:
+            return
+        query = NvmlQuery(lib)
+        if query("nvmlInit") is NA:  # no NVML or no GPU: GPU columns stay empty
+            return
+        self.nvml = query
+        count = query("nvmlDeviceGetCount", default=0)
+        self.gpus = [h for i in range(int(count)) if (h := query("nvmlDeviceGetHandleByIndex", i)) is not NA]
 
     def _tree(self) -> list[psutil.Process]:
         try:
@@ -158,14 +179,7 @@ class _SystemSampler(threading.Thread):
                 self.cpu_prev[proc.pid] = total
                 rss += proc.memory_info().rss
         self.max_rss = max(self.max_rss, rss)
-        util: list[float] = []
-        mem: list[int] = []
-        for handle in self.gpus:
-            try:
-                util.append(float(self.nvml.nvmlDeviceGetUtilizationRates(handle).gpu))
-                mem.append(int(self.nvml.nvmlDeviceGetMemoryInfo(handle).used))
-            except Exception:  # noqa: BLE001
-                continue
+        util, mem = gpu_sample(self.nvml, self.gpus) if self.nvml is not None else ((), ())
         elapsed = now - last_t
         self.samples.append(
             SystemSample(
@@ -173,8 +187,8 @@ class _SystemSampler(threading.Thread):
                 cpu_percent=cores,
                 process_cpu_percent=round(100.0 * cpu_total / elapsed, 1) if elapsed > 0 else None,
                 rss_bytes=rss or None,
-                gpu_util_percent=tuple(util),
-                gpu_memory_bytes=tuple(mem),
+                gpu_util_percent=util,
+                gpu_memory_bytes=mem,
             )
         )
         return now
@@ -194,8 +208,7 @@ class _SystemSampler(threading.Thread):
             except Exception:  # noqa: BLE001 - sampling is best effort
                 continue
         if self.nvml is not None:
-            with contextlib.suppress(Exception):
-                self.nvml.nvmlShutdown()
+            self.nvml("nvmlShutdown")
 
 
 class ProfiledProcess:
@@ -272,6 +285,9 @@ class ProfiledProcess:
 
     def stop(self, reason: str = "stopped") -> int | None:
         """SIGINT, then SIGTERM, then SIGKILL, each after the grace period; its exit status."""
+        if self.poll() is None:
+            with contextlib.suppress(OSError):
+                (self.events_dir / STOP_MARKER).touch()  # the runner ends quietly on our SIGINT
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
             if self.poll() is not None:
                 break

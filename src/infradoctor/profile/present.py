@@ -63,8 +63,8 @@ def sections(result: Result) -> list[Section]:
     system = _get(metrics, "system") or {}
     if system.get("cpu_percent_mean") is not None:
         rows.append(("CPU % (mean over cores)", system.get("cpu_percent_mean")))
-    if system.get("gpu_util_mean") is not None:
-        rows.append(("GPU util %", system.get("gpu_util_mean")))
+    if system.get("gpu_util_mean_pct") is not None:
+        rows.append(("GPU util %", system.get("gpu_util_mean_pct")))
     out.append(Section("Where the time goes", bars=bars, tables=[Table(("measure", "value"), rows)], lines=lines))
     modules = _get(metrics, "model", "modules") or []
     if modules:

@@ -14,11 +14,19 @@ from infradoctor.profile.rules import RuleOptions, run_rules
 from infradoctor.result import ErrorNote, Result, new_result, utc_now_iso
 
 
+def start_error(evidence: ProfileEvidence) -> str | None:
+    """Why the program could not start (``-m`` naming no module), or None."""
+    return next((str(e.get("message")) for e in evidence.errors if e.get("source") == "start"), None)
+
+
 def evidence_errors(evidence: ProfileEvidence) -> list[ErrorNote]:
     """What makes a profile partial: no instrumentation, no torch, a failed or interrupted workload."""
     notes: list[ErrorNote] = []
     status = evidence.exit_status
-    if not evidence.instrumented:
+    started = start_error(evidence) is None
+    if not started:
+        pass  # the program never ran: its start error (below) says why
+    elif not evidence.instrumented:
         notes.append(ErrorNote("profile.instrumentation", "the workload ended before the profiler started in it"))
     elif not evidence.torch_imported:
         notes.append(ErrorNote("profile.torch", "the workload never imported torch: CPU-only profile (process "
@@ -28,7 +36,7 @@ def evidence_errors(evidence: ProfileEvidence) -> list[ErrorNote]:
                                "evidence gathered so far"))
     elif status is not None and status < 0 and evidence.stop_reason == "exit":
         notes.append(ErrorNote("profile.workload", f"the workload was killed by signal {-status}: partial result"))
-    elif status not in (None, 0) and evidence.stop_reason == "exit":
+    elif status not in (None, 0) and evidence.stop_reason == "exit" and started:
         notes.append(ErrorNote("profile.workload", f"the workload exited with status {status}: partial result"))
     notes.extend(
         ErrorNote(f"profile.{err.get('source', 'instrumentation')}", str(err.get("message", "")),

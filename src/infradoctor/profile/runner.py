@@ -10,11 +10,17 @@ Only the standard library is imported here: the child may run another interprete
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import os
 import runpy
+import signal
 import sys
 
 from infradoctor.profile import instrument
+
+MISSING_MODULE_STATUS = 3
+"""Exit status when ``-m module`` names no importable module (the launcher reads it as 'could not start')."""
 
 
 def _exit_status(exc: BaseException) -> int:
@@ -26,6 +32,20 @@ def _exit_status(exc: BaseException) -> int:
     if isinstance(exc, KeyboardInterrupt):
         return 130
     return 1
+
+
+def _module_missing(name: str) -> str | None:
+    """Why ``-m name`` cannot run (the message), or None when the module can be found."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError) as exc:  # a missing parent package, or a bad name
+        return f"No module named {name!r} ({exc})"
+    return None if spec is not None else f"No module named {name!r}"
+
+
+def _stopped_by_launcher(events_dir: str | None) -> bool:
+    """The profiler itself sent the SIGINT (``--duration``, ``--load-url`` stopping a server)."""
+    return bool(events_dir) and os.path.exists(os.path.join(str(events_dir), instrument.STOP_MARKER))
 
 
 def main(argv: list[str]) -> None:
@@ -46,9 +66,18 @@ def main(argv: list[str]) -> None:
         kind, target, args = "script", argv[0], argv[1:]
         sys.argv = [target, *args]
         sys.path[0] = os.path.dirname(os.path.abspath(target))
+    if kind == "module" and (why := _module_missing(target)) is not None:
+        message = f"cannot run -m {target}: {why}"
+        if events_dir:  # the profiler reports it
+            with open(os.path.join(events_dir, instrument.START_ERROR_FILE), "w", encoding="utf-8") as fh:
+                fh.write(message)
+        else:
+            sys.stderr.write(f"infradoctor profile: {message}\n")
+        raise SystemExit(MISSING_MODULE_STATUS)
     recorder = instrument.activate(events_dir, "main", argv) if events_dir else None
     os.environ["INFRADOCTOR_PROFILE_ROLE"] = "child"  # child processes (DataLoader workers) time fetches only
     status = 0
+    quiet_stop = False
     try:
         if kind == "module":
             runpy.run_module(target, run_name="__main__", alter_sys=True)
@@ -61,13 +90,25 @@ def main(argv: list[str]) -> None:
             sys.stderr.write(f"infradoctor profile: stopped the program after {recorder.steps_total} steps\n")
             return  # --steps reached: a clean end
         status = 130
-        raise
+        if not _stopped_by_launcher(events_dir):
+            raise
+        quiet_stop = True  # our own stop: end by SIGINT as before, without a traceback
     except BaseException as exc:
         status = _exit_status(exc)
+        if recorder is not None and not isinstance(exc, SystemExit):
+            with contextlib.suppress(Exception):  # the evidence must still be written
+                recorder.exception = recorder.describe_exception(exc)
         raise
     finally:
         if recorder is not None:
             recorder.finish(status)
+    if quiet_stop:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+        raise SystemExit(130)  # not reached: the default action ends the process
 
 
 if __name__ == "__main__":

@@ -112,13 +112,13 @@ def format_value(value: Cell) -> str:
 
 
 def format_evidence(evidence: Mapping[str, Any], limit: int = 8) -> str:
-    """``key=value`` pairs of a finding's evidence, shortest first-class values only."""
+    """``key=value`` pairs of a finding's evidence: plain numbers and words first, nested values only to fill up."""
+    scalar = [(k, v) for k, v in evidence.items() if not isinstance(v, (Mapping, list, tuple))]
+    nested = [(k, v) for k, v in evidence.items() if isinstance(v, (Mapping, list, tuple))]
     parts: list[str] = []
-    for key, value in evidence.items():
+    for key, value in [*scalar, *nested][:limit]:
         text = _short_json(value) if isinstance(value, (Mapping, list, tuple)) else format_value(_cell(value))
         parts.append(f"{key}={text}")
-        if len(parts) >= limit:
-            break
     return ", ".join(parts)
 
 

@@ -70,13 +70,14 @@ class Pair:
     def key_changes(self, limit: int = 3) -> list[Mapping[str, Any]]:
         """The most telling changes: significant distribution shifts first, then headline metrics, by size."""
 
-        def score(row: Mapping[str, Any]) -> tuple[int, int, int, float]:
+        def score(row: Mapping[str, Any]) -> tuple[int, int, int, int, float]:
             pct = row.get("change_pct")
             size = abs(pct) if isinstance(pct, (int, float)) and math.isfinite(pct) else 0.0
             moved = 2 if row.get("improved") else 1 if row.get("regression") else 0
             throughput = int(lower_is_better(str(row.get("metric"))) is False)
             return (
                 moved,
+                2 if row.get("direction") == "better" else int(row.get("direction") == "worse" and size >= 5.0),
                 throughput,
                 int(row.get("source") == "distribution" and row.get("statistic") != "mean"),
                 size,
@@ -85,7 +86,11 @@ class Pair:
         rows = [
             r
             for r in self.changes()
-            if r.get("before") is not None and r.get("after") is not None and r.get("comparable", True)
+            if r.get("before") is not None
+            and r.get("after") is not None
+            and r.get("comparable", True)
+            and r.get("before") != r.get("after")
+            and r.get("better") != "unknown"
         ]
         ranked = sorted(rows, key=score, reverse=True)
         picked: list[Mapping[str, Any]] = []
@@ -93,6 +98,8 @@ class Pair:
         for row in ranked:
             if row["metric"] in seen:
                 continue
+            if picked and score(row)[:2] == (0, 0):
+                break  # neither significant nor a real move: not worth a line once something is shown
             picked.append(row)
             seen.add(str(row["metric"]))
             if len(picked) >= limit:
@@ -190,7 +197,8 @@ def short_target(run: Result) -> str:
 
 def _finding_line(finding: Finding, run: Result) -> str:
     where = f" at {finding.location}" if finding.location else ""
-    evidence = format_evidence(finding.evidence, limit=5)
+    scalars = {k: v for k, v in finding.evidence.items() if not isinstance(v, (Mapping, list, tuple))}
+    evidence = format_evidence(scalars or finding.evidence, limit=5)
     ev = f" [{evidence}]" if evidence else ""
     return f"{finding.code} {finding.name} ({finding.severity.value}, {run.command}): {finding.title}{where}{ev}"
 

@@ -1,7 +1,7 @@
 """Attach a loop-lag monitor to every event loop a process runs, without changing the application.
 
 Used by ``infradoctor profile --load-url``: the profiled server (and each of its worker processes) imports
-``infradoctor/serve/inject/sitecustomize.py`` at start-up, which calls :func:`install_from_env`. That wraps
+``infradoctor/profile/inject/sitecustomize.py`` at start-up, which calls :func:`install_from_env`. That wraps
 ``asyncio``'s ``_set_running_loop`` (which asyncio's and uvloop's ``run_forever`` call in the loop's own thread), so
 the first time a loop starts running, a :class:`~infradoctor.serve.looplag.LoopLagMonitor` starts watching it. The
 evidence is written to ``<dir>/loop-<pid>.json`` about once a second and at exit.

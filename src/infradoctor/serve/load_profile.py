@@ -36,7 +36,6 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -58,8 +57,6 @@ from infradoctor.serve.looplag import LoopLagEvidence
 from infradoctor.serve.rules import s002_event_loop_blocked, s004_model_copy_per_worker
 from infradoctor.serve.workers import WorkerLayout, worker_layout
 
-INJECT_DIR = Path(__file__).resolve().parent / "inject"
-
 DEFAULT_READY_TIMEOUT_S = 120.0
 """How long the server may take to answer its first request (model loading included)."""
 
@@ -77,6 +74,12 @@ SETTLE_TOLERANCE = 0.05
 
 SETTLE_TIMEOUT_S = 60.0
 """Upper bound on settling (a worker that keeps growing is loaded as it is)."""
+
+NOT_READY = "service.ready"
+"""Error source: the server never answered (or exited first); no load ran."""
+
+LOAD_FAILED = "service.load"
+"""Error source: the load ran and no request succeeded."""
 
 LEFTOVER_GRACE_S = 3.0
 """Seconds a worker left behind by a stopped supervisor gets between SIGTERM and SIGKILL."""
@@ -131,9 +134,8 @@ class ServiceLoadOptions:
 
 
 def _child_env(base: Mapping[str, str] | None, serve_dir: str, stall_threshold_s: float) -> dict[str, str]:
+    # the launcher's injected sitecustomize installs the loop watcher when it sees these
     env = dict(base or {})
-    python_path = env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(INJECT_DIR), python_path) if p)
     env[autoattach.DIR_ENV] = serve_dir
     env[autoattach.STALL_ENV] = repr(stall_threshold_s)
     return env
@@ -200,6 +202,11 @@ def _relative(path: str, cwd: str | None) -> str:
     except ValueError:
         return path
     return path if rel.startswith("..") else rel
+
+
+def service_failed(result: Result) -> str | None:
+    """Why the service could not be measured (it never answered, or no request succeeded), else None."""
+    return next((e.message for e in result.errors if e.source in (NOT_READY, LOAD_FAILED)), None)
 
 
 def _service_findings(loops: Sequence[LoopLagEvidence], layout: WorkerLayout | None, cwd: str | None,
@@ -332,7 +339,7 @@ def profile_service(
                                interval=0.2, alive=lambda: proc.poll() is None)
             if not ready:
                 why = "exited" if proc.poll() is not None else f"did not answer within {options.ready_timeout_s:g} s"
-                notes.append(ErrorNote("service.ready", f"the server {why} ({probe}); no load was driven"))
+                notes.append(ErrorNote(NOT_READY, f"the server {why} ({probe}); no load was driven"))
             else:
                 settle(proc.pid, timeout_s=min(SETTLE_TIMEOUT_S, options.ready_timeout_s),
                        alive=lambda: proc.poll() is None)
@@ -353,10 +360,12 @@ def profile_service(
     finally:
         proc.close()
         shutil.rmtree(serve_dir, ignore_errors=True)
-    profile_result = build_result(evidence, started_at=started_at, rule_options=rule_options)
+    requests = sum(p.sent for p in sweep.points) if sweep is not None else None
+    serving_rules = replace(rule_options or RuleOptions(), serving=True, requests=requests)
+    profile_result = build_result(evidence, started_at=started_at, rule_options=serving_rules)
     load_metrics = build_load_metrics(sweep, _load_settings(spec, options)) if sweep is not None else None
-    if sweep is not None and sweep.points and not any(p.ok for p in sweep.points):
-        notes.append(ErrorNote("service.load", f"no request to {spec.url} succeeded"))
+    if sweep is not None and not any(p.ok for p in sweep.points):
+        notes.append(ErrorNote(LOAD_FAILED, f"no request to {spec.url} succeeded"))
     service = {"load_url": spec.url, "ready_url": probe, "ready_s": ready_s, "stop_exit_status": stop_status}
     return merge_results(profile_result, load_metrics, loops, layout, service, notes,
                          duration_s=time.perf_counter() - t0, cwd=(rule_options or RuleOptions()).cwd)

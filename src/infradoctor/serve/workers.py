@@ -19,6 +19,8 @@ from typing import Any
 
 import psutil
 
+from infradoctor.node.gpu.nvml import NA, NvmlQuery, load_pynvml
+
 MB = 1024 * 1024
 
 HELPER_MARKERS = ("multiprocessing.resource_tracker", "multiprocessing.semaphore_tracker", "multiprocessing.forkserver")
@@ -81,38 +83,36 @@ class WorkerLayout:
 def nvml_gpu_memory_by_pid(nvml: Any | None = None) -> dict[int, int] | None:
     """GPU memory in bytes per process id over all devices, or None when NVML is not available.
 
+    Every call goes through the project's NVML query helper (:class:`~infradoctor.node.gpu.nvml.NvmlQuery`):
+    an NVMLError is "not available", never a crash.
+
     Args:
-        nvml: the ``pynvml`` module (from nvidia-ml-py) or an object with the same functions; imported when None.
+        nvml: the ``pynvml`` module (from nvidia-ml-py), or a :class:`~infradoctor.node.gpu.nvml.ReplayNvml` of
+            recorded values; the installed ``pynvml`` when None.
     """
-    if nvml is None:
-        try:
-            import pynvml as nvml_module
-        except ImportError:
-            return None
-        nvml = nvml_module
-    try:
-        nvml.nvmlInit()
-    except Exception:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...: no GPU here
+    lib = nvml if nvml is not None else load_pynvml()
+    if lib is None:
+        return None
+    query = NvmlQuery(lib)
+    if query("nvmlInit") is NA:  # library not found, driver not loaded, ...: no GPU here
         return None
     try:
+        count = query("nvmlDeviceGetCount")
+        if count is NA:
+            return None
         used: dict[int, int] = {}
-        for index in range(int(nvml.nvmlDeviceGetCount())):
-            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        for index in range(int(count)):
+            handle = query("nvmlDeviceGetHandleByIndex", index)
+            if handle is NA:  # e.g. GPU is lost
+                continue
             for getter in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
-                try:
-                    procs = getattr(nvml, getter)(handle)
-                except Exception:  # not supported on this device/driver: skip that view
-                    continue
-                for proc in procs:
+                for proc in query(getter, handle, default=[]) or []:  # not supported: skip that view
                     memory = getattr(proc, "usedGpuMemory", None)
                     if isinstance(memory, int) and memory >= 0:  # NVML reports N/A as None
                         used[int(proc.pid)] = used.get(int(proc.pid), 0) + memory
         return used
-    except Exception:
-        return None
     finally:
-        with contextlib.suppress(Exception):
-            nvml.nvmlShutdown()
+        query("nvmlShutdown")
 
 
 def _is_helper(proc: psutil.Process) -> bool:

@@ -12,14 +12,15 @@ from pydantic import BaseModel
 from common import build_model
 
 torch.set_num_threads(1)
+HIDDEN = 2048  # a mid-sized classifier head: ~4.7M parameters
 WEIGHTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "classifier-weights.pt")
-torch.save(build_model().state_dict(), WEIGHTS)
+torch.save(build_model(hidden=HIDDEN).state_dict(), WEIGHTS)
 state = {}
 
 
 @asynccontextmanager
 async def lifespan(app):
-    model = build_model()
+    model = build_model(hidden=HIDDEN)
     model.load_state_dict(torch.load(WEIGHTS, weights_only=True))
     state["model"] = model.eval()
     yield

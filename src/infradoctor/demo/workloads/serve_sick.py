@@ -11,8 +11,9 @@ from pydantic import BaseModel
 from common import build_model
 
 torch.set_num_threads(1)
+HIDDEN = 2048  # a mid-sized classifier head: ~4.7M parameters
 WEIGHTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "classifier-weights.pt")
-torch.save(build_model().state_dict(), WEIGHTS)
+torch.save(build_model(hidden=HIDDEN).state_dict(), WEIGHTS)
 
 app = FastAPI()
 
@@ -28,7 +29,7 @@ async def health():
 
 @app.post("/predict")
 async def predict(request: Request):
-    model = build_model()
+    model = build_model(hidden=HIDDEN)
     model.load_state_dict(torch.load(WEIGHTS))
     features = torch.tensor(request.inputs)
     logits = model(features)

@@ -1,8 +1,16 @@
-"""Injected into every Python process started under ``infradoctor profile`` (via ``PYTHONPATH``).
+"""Put on ``PYTHONPATH`` by ``infradoctor profile`` (and ``profile --load-url``): the one injected start-up hook.
 
-In the profiled program's own interpreter (the runner activates it) this does nothing more. In other Python
-processes of the run (spawned DataLoader workers, or the program itself when the command was not ``python ...``),
-it installs the instrumentation when ``torch`` is imported. Then it imports the ``sitecustomize`` this one shadows.
+What it installs depends on the environment the launcher set:
+
+- ``INFRADOCTOR_PROFILE_DIR`` (``profile``): in the profiled program's own interpreter the runner activates the
+  recorder itself (``INFRADOCTOR_PROFILE_ROLE=runner``) and nothing more happens here; in other Python processes
+  of the run (spawned DataLoader workers, or the program itself when the command was not ``python ...``) the
+  instrumentation is installed for when ``torch`` is imported.
+- ``INFRADOCTOR_SERVE_DIR`` (``profile --load-url``): :mod:`infradoctor.serve.autoattach` watches the server's
+  event loop.
+
+Then it imports the ``sitecustomize`` it shadows (a later one on ``sys.path``), so a project's own sitecustomize
+still runs. Nothing here may break the program: a failure is one line on stderr.
 """
 
 from __future__ import annotations
@@ -12,7 +20,7 @@ import os
 import sys
 
 
-def _install() -> None:
+def _install_profile() -> None:
     events_dir = os.environ.get("INFRADOCTOR_PROFILE_DIR")
     if not events_dir:
         return
@@ -31,6 +39,17 @@ def _install() -> None:
         sys.stderr.write(f"infradoctor profile: not instrumenting this process: {type(exc).__name__}: {exc}\n")
 
 
+def _install_serve() -> None:
+    if not os.environ.get("INFRADOCTOR_SERVE_DIR"):
+        return
+    try:
+        from infradoctor.serve import autoattach
+
+        autoattach.install_from_env()
+    except Exception as exc:  # noqa: BLE001 - never break the server
+        sys.stderr.write(f"infradoctor: not watching the event loop: {type(exc).__name__}: {exc}\n")
+
+
 def _chain() -> None:
     here = os.path.dirname(os.path.abspath(__file__))
     saved = list(sys.path)
@@ -46,5 +65,6 @@ def _chain() -> None:
             sys.modules["sitecustomize"] = this
 
 
-_install()
+_install_profile()
+_install_serve()
 _chain()

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infradoctor.findings import Location
+from infradoctor.profile.analyze import ProfileAnalysis
 from infradoctor.profile.evidence import ModuleUse
 
 
@@ -19,6 +20,25 @@ class RuleOptions:
     """Rules that judge step shares need at least this many steady steps."""
     cwd: str | None = None
     """Paths under this folder are shown relative to it."""
+    serving: bool = False
+    """The workload is a server under load (``profile --load-url``): no training steps; a step is the time from
+    one top-level model call to the next, which includes the idle time between requests."""
+    requests: int | None = None
+    """Requests the load sent to the server (serving only; None when unknown)."""
+
+
+def work_units(analysis: ProfileAnalysis, options: RuleOptions) -> tuple[int, str]:
+    """What per-unit counts divide by, and its name.
+
+    Steps; for a server the larger of top-level model calls and requests (a read per request is normal there,
+    not a per-step loop).
+    """
+    steps = len(analysis.evidence.steps)
+    if not options.serving:
+        return max(1, steps), "step"
+    main = analysis.main
+    forwards = main.calls if main is not None else 0
+    return max(1, steps, forwards, options.requests or 0), "request"
 
 
 def show_path(path: str, options: RuleOptions) -> str:

@@ -13,7 +13,10 @@ How it is measured:
     The Tensor methods are patched; calls from user code (not from torch) are counted per call site
     (``file:line``), with their time and, per step, the span from the site's first to its last call (the loop
     around it). Fires for a site with at least ``CALLS_PER_STEP`` calls per step, or on GPU when syncs take
-    ``GPU_SYNC_FRACTION`` of step time. Impact: share of run time inside those loops.
+    ``GPU_SYNC_FRACTION`` of step time. Impact: share of run time inside those loops. For a server under load
+    (``profile --load-url``) the count is per request (the larger of top-level model calls and requests sent),
+    and a site read at most ``SERVING_READS_PER_REQUEST`` times per request never fires: building the response
+    from the output (``.tolist()``) is normal there.
 
 Fix:
     Keep the values on the device inside the loop and read them once after it (``(pred == y).sum().item()``),
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 from infradoctor.findings import Finding, Severity, make_finding
 from infradoctor.profile.analyze import ProfileAnalysis
-from infradoctor.profile.rules._common import RuleOptions, location, pct, share
+from infradoctor.profile.rules._common import RuleOptions, location, pct, share, work_units
 
 CODE = "P005"
 CALLS_PER_STEP = 8
@@ -33,6 +36,8 @@ GPU_SYNC_FRACTION = 0.10
 """On GPU: share of step time in host syncs at which the rule fires."""
 HIGH_IMPACT = 0.30
 """From this share of run time on the finding is high severity."""
+SERVING_READS_PER_REQUEST = 2
+"""For a server: reads per request at one site that are always fine (one per response, plus one)."""
 SYNC_KINDS = ("item", "tolist", "cpu", "numpy", "float", "int", "bool")
 """Methods that read values (``iter`` is P012, printing is not judged)."""
 
@@ -40,8 +45,10 @@ SYNC_KINDS = ("item", "tolist", "cpu", "numpy", "float", "int", "bool")
 def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     """Sites reading tensor values many times per step."""
     ev = analysis.evidence
-    steps = max(1, len(analysis.evidence.steps))
+    steps, unit = work_units(analysis, options)
     sites = [s for s in ev.syncs if s.kind in SYNC_KINDS]
+    if options.serving:
+        sites = [s for s in sites if s.calls / steps > SERVING_READS_PER_REQUEST]
     if not sites:
         return []
     gpu_heavy = ev.cuda and analysis.fraction("sync") >= GPU_SYNC_FRACTION
@@ -56,11 +63,11 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     return [
         make_finding(
             CODE,
-            f".{site.kind}() is called {per_step:.0f} times per step at one line; the loop around it takes "
+            f".{site.kind}() is called {per_step:.0f} times per {unit} at one line; the loop around it takes "
             f"{pct(impact)} of run time",
             {
                 "calls": site.calls,
-                "calls_per_step": round(per_step, 1),
+                f"calls_per_{unit}": round(per_step, 1),
                 "kind": site.kind,
                 "loop_ms": round(site.span_s * 1000, 2),
                 "time_in_calls_ms": round(site.time_s * 1000, 2),

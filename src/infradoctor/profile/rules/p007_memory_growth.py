@@ -13,11 +13,15 @@ How it is measured:
     Per step (at most 20 reads/s) ``/proc/self/statm`` and glibc ``mallinfo2`` (or
     ``torch.cuda.memory_allocated``) are read; a least-squares line is fitted over steady steps. Fires when the
     slope is at least ``MIN_SLOPE_BYTES`` per step, the fitted growth at least ``MIN_GROWTH_BYTES`` and the fit
-    ``MIN_R2``. The leak site, two ways: once the heap has risen by 2 MB over 5 readings, one step's tensor allocations
-    are followed (a TorchDispatchMode with a weak-reference finalizer per allocation of at least 4 KB, noting the
-    user line), paused so that it takes at most 2% of run time; the line whose sampled allocations stay alive
-    (``RETAINED_SHARE``, at least ``MIN_RETAINED_BYTES``) is the leak site. Failing that, outputs of top-level
-    model calls sampled every 50 ms: a call site whose outputs stay alive.
+    ``MIN_R2``, and the growth is at least ``MIN_GROWTH_FRACTION`` of the process's size (RSS at the first steady
+    reading): a server that builds a model per request moves its heap around by a few KB per request without a
+    leak. The growth must also go on: the line through the later half of the readings must rise at least
+    ``LATE_SLOPE_SHARE`` as fast as the whole line (growth that levels off is caches and the allocator warming
+    up, not a leak). The leak site, two ways: once the heap has risen by 2 MB over 5 readings, one step's tensor
+    allocations are followed (a TorchDispatchMode with a weak-reference finalizer per allocation of at least
+    4 KB, noting the user line), paused so that it takes at most 2% of run time; the line whose sampled
+    allocations stay alive (``RETAINED_SHARE``, at least ``MIN_RETAINED_BYTES``) is the leak site. Failing that,
+    outputs of top-level model calls sampled every 50 ms: a call site whose outputs stay alive.
 
 Fix:
     Keep ``.detach().cpu()`` copies or ``.item()`` values instead of the tensors themselves, and run inference
@@ -27,7 +31,7 @@ Fix:
 from __future__ import annotations
 
 from infradoctor.findings import Finding, make_finding
-from infradoctor.profile.analyze import ProfileAnalysis
+from infradoctor.profile.analyze import ProfileAnalysis, memory_trend, warmup_count
 from infradoctor.profile.rules._common import RuleOptions, location, module_location
 
 CODE = "P007"
@@ -37,6 +41,10 @@ MIN_GROWTH_BYTES = 8 * 1024 * 1024
 """Total fitted growth needed."""
 MIN_R2 = 0.8
 """The growth must be steady (fit quality)."""
+MIN_GROWTH_FRACTION = 0.10
+"""The fitted growth must be at least this share of the process's size (allocator noise is not growth)."""
+LATE_SLOPE_SHARE = 0.5
+"""The later half of the readings must grow at least this share of the overall slope."""
 RETAINED_SHARE = 0.5
 """A call site is the leak site when at least this share of its sampled outputs stayed alive."""
 MIN_RETAINED = 3
@@ -45,12 +53,26 @@ MIN_RETAINED_BYTES = 64 * 1024
 """A sampled allocation site must keep at least this much alive."""
 
 
+def process_size(analysis: ProfileAnalysis) -> int | None:
+    """The process's RSS at the first steady reading (else at the start of the run)."""
+    first = next((s.rss_bytes for s in analysis.steady if s.rss_bytes), None)
+    return first or analysis.evidence.memory.get("first_rss") or None
+
+
 def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     """Steady memory growth and the site that keeps its tensors."""
     trend = analysis.memory
     if trend is None or len(analysis.steady) < options.min_steps:
         return []
     if trend.slope_bytes_per_step < MIN_SLOPE_BYTES or trend.growth_bytes < MIN_GROWTH_BYTES or trend.r2 < MIN_R2:
+        return []
+    size = process_size(analysis)
+    if size is not None and trend.growth_bytes < MIN_GROWTH_FRACTION * size:
+        return []
+    fitted = analysis.steps[warmup_count(len(analysis.steps)):]  # the steps the trend was fitted over
+    late = memory_trend(fitted[len(fitted) // 2:], analysis.evidence.cuda)
+    if late is not None and late.source == trend.source \
+            and late.slope_bytes_per_step < LATE_SLOPE_SHARE * trend.slope_bytes_per_step:
         return []
     alloc = [
         a for a in analysis.evidence.alloc_sites

@@ -11,7 +11,10 @@ Why it matters:
 How it is measured:
     Each step's time is split into data wait, H2D copies, forward, backward, optimizer, host syncs, loading and
     other Python (the rest). Fires when H2D or host syncs reach ``STAGE_FRACTION``, or unexplained other Python
-    reaches ``OTHER_FRACTION`` of steady step time. Impact: that share.
+    reaches ``OTHER_FRACTION`` of steady step time. Impact: that share. For a server under load
+    (``profile --load-url``) a step runs from one model call to the next and so includes the idle time between
+    requests: other Python is not judged there, and H2D copies and host syncs are shares of the measured busy
+    time (data wait, H2D, forward, backward, optimizer, syncs, loading) instead of the step time.
 
 Fix:
     Profile the named stage (py-spy, cProfile) and move it off the critical path: vectorise it, move it into
@@ -41,17 +44,25 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     """Dominant non-compute stage."""
     if len(analysis.steady) < options.min_steps or analysis.steady_time_s <= 0:
         return []
-    steps_share = analysis.steady_time_s / analysis.steps_time_s if analysis.steps_time_s else 1.0
-    explained = analysis.sync_span_s * steps_share
-    shares = {
-        "h2d": analysis.fraction("h2d"),
-        "sync": analysis.fraction("sync"),
-        "other": max(0.0, analysis.phase_s["other"] - explained) / analysis.steady_time_s,
-    }
+    if options.serving:
+        # idle time between requests lands in "other": judge copies and syncs against the busy time only
+        busy = sum(v for k, v in analysis.phase_s.items() if k != "other")
+        if busy <= 0:
+            return []
+        shares = {"h2d": analysis.phase_s["h2d"] / busy, "sync": analysis.phase_s["sync"] / busy}
+    else:
+        steps_share = analysis.steady_time_s / analysis.steps_time_s if analysis.steps_time_s else 1.0
+        explained = analysis.sync_span_s * steps_share
+        shares = {
+            "h2d": analysis.fraction("h2d"),
+            "sync": analysis.fraction("sync"),
+            "other": max(0.0, analysis.phase_s["other"] - explained) / analysis.steady_time_s,
+        }
     stage, value = max(shares.items(), key=lambda kv: kv[1])
     if value < (OTHER_FRACTION if stage == "other" else STAGE_FRACTION):
         return []
-    per_step = value * analysis.steady_time_s * 1000 / len(analysis.steady)
+    stage_s = analysis.phase_s[stage] if stage != "other" else value * analysis.steady_time_s
+    per_step = stage_s * 1000 / len(analysis.steady)
     names = {"h2d": "host-to-device copies", "sync": "host syncs", "other": "Python outside the model"}
     return [
         make_finding(

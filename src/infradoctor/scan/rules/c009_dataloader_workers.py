@@ -2,7 +2,7 @@
 
 What it detects:
     ``torch.utils.data.DataLoader(...)`` (through any import alias) without ``num_workers``, or with
-    ``num_workers=0``. Not reported when ``**kwargs`` may carry it, when it is a variable, or in a placeholder
+    ``num_workers=0``. Not reported when ``**kwargs`` may carry it, when it is a variable, or in an elided
     ``DataLoader(...)``.
 
 Why it matters:
@@ -29,7 +29,7 @@ _POSITION = 5
 
 
 def _elided(call: CallInfo) -> bool:
-    """``DataLoader(...)``: a placeholder in an example, the arguments are not shown."""
+    """``DataLoader(...)``: an elided call in an example, the arguments are not shown."""
     return any(isinstance(a, ast.Constant) and a.value is Ellipsis for a in call.node.args)
 
 
