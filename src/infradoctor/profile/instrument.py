@@ -40,6 +40,8 @@ from typing import Any
 EVENTS_DIR_ENV = "INFRADOCTOR_PROFILE_DIR"
 """Environment variable naming the events folder; instrumentation is active only where it is set."""
 MAX_STEPS_ENV = "INFRADOCTOR_PROFILE_MAX_STEPS"
+NO_ALLOC_SAMPLING_ENV = "INFRADOCTOR_PROFILE_NO_ALLOC_SAMPLING"
+"""Set for servers under load: the dispatch mode's one-time import (~1-2 s) would stall a request being timed."""
 """When set, the workload is interrupted (SIGINT) after this many steps."""
 START_ERROR_FILE = "start-error.txt"
 """File the runner writes into the events folder when the program cannot start (e.g. ``-m`` names no module)."""
@@ -315,7 +317,7 @@ class Recorder:
         self.alloc_thread: int | None = None
         self.alloc_next = 0.0
         self.alloc_started = 0.0
-        self.alloc_disabled = False
+        self.alloc_disabled = bool(os.environ.get(NO_ALLOC_SAMPLING_ENV))
         self.alloc_entered = False
         self.retention_live = 0
         self.pending_gpu: list[tuple[Any, Any, str]] = []

@@ -48,6 +48,7 @@ from infradoctor.load.analysis import diagnose as diagnose_load
 from infradoctor.load.spec import RequestSpec, Target
 from infradoctor.load.sweep import SweepResult, run_sweep
 from infradoctor.procs import http_status, wait_until
+from infradoctor.profile.instrument import NO_ALLOC_SAMPLING_ENV
 from infradoctor.profile.launcher import ProfiledProcess, ProfileOptions, start_profiled
 from infradoctor.profile.result import build_result
 from infradoctor.profile.rules import RuleOptions
@@ -138,6 +139,9 @@ def _child_env(base: Mapping[str, str] | None, serve_dir: str, stall_threshold_s
     env = dict(base or {})
     env[autoattach.DIR_ENV] = serve_dir
     env[autoattach.STALL_ENV] = repr(stall_threshold_s)
+    # A leak-site sampler's first dispatch mode imports ~800 modules on the serving thread: a stall the load
+    # sweep would time as the server's. Servers get the leak evidence from model outputs only.
+    env[NO_ALLOC_SAMPLING_ENV] = "1"
     return env
 
 
