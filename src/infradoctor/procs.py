@@ -11,6 +11,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -29,15 +30,37 @@ def port_open(host: str, port: int, timeout: float = 0.2) -> bool:
         return False
 
 
-def http_status(url: str, timeout: float = 1.0) -> int | None:
-    """HTTP status of a GET, or None when nothing answered."""
+@dataclass(frozen=True)
+class HttpAnswer:
+    """What a GET got back."""
+
+    status: int | None
+    """HTTP status, or None when nothing answered."""
+    body: bytes
+    """Up to ``max_body`` bytes of a successful response's body."""
+    latency_ms: float
+    """Time from the request to the answer (or the failure)."""
+    error: str | None
+    """Why nothing answered (``URLError: ...``), or None."""
+
+
+def http_get(url: str, timeout: float = 1.0, *, max_body: int = 0) -> HttpAnswer:
+    """A GET that never raises: status, the start of the body, latency and the reason it failed."""
+    start = time.perf_counter()
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - loopback URLs from the user
-            return int(response.status)
+            body = response.read(max_body) if max_body else b""
+            return HttpAnswer(int(response.status), body, (time.perf_counter() - start) * 1000.0, None)
     except urllib.error.HTTPError as exc:
-        return int(exc.code)
-    except (urllib.error.URLError, OSError, ValueError):
-        return None
+        return HttpAnswer(int(exc.code), b"", (time.perf_counter() - start) * 1000.0, None)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return HttpAnswer(None, b"", (time.perf_counter() - start) * 1000.0, f"{type(reason).__name__}: {reason}")
+
+
+def http_status(url: str, timeout: float = 1.0) -> int | None:
+    """HTTP status of a GET, or None when nothing answered."""
+    return http_get(url, timeout).status
 
 
 def wait_until(

@@ -14,13 +14,12 @@ import shutil
 import socket
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
 from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
 from infradoctor.load.taxonomy import connect_error_class
+from infradoctor.procs import http_get
 from infradoctor.route.evidence import Bandwidth, ConnectProbe, HealthCheck
 from infradoctor.route.stats import quantile
 
@@ -205,16 +204,8 @@ def probe_connects(
 
 def _get(url: str, timeout_s: float) -> tuple[int | None, bytes, float, str | None]:
     """Status, body, latency (ms) and error of a GET."""
-    start = time.perf_counter()
-    try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:  # noqa: S310 - URLs the user gave
-            body = response.read(65536)
-            return int(response.status), body, (time.perf_counter() - start) * 1000.0, None
-    except urllib.error.HTTPError as exc:
-        return int(exc.code), b"", (time.perf_counter() - start) * 1000.0, None
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        return None, b"", (time.perf_counter() - start) * 1000.0, f"{type(reason).__name__}: {reason}"
+    answer = http_get(url, timeout_s, max_body=65536)
+    return answer.status, answer.body, answer.latency_ms, answer.error
 
 
 def check_health(
