@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infradoctor.profile.evidence import ModuleUse, ProfileEvidence, StepRecord
+from infradoctor.stats import evenly_spaced
 
 PHASES = ("data_wait", "h2d", "forward", "backward", "optimizer", "sync", "load", "other")
 """Step phases, in the order the breakdown bar shows them."""
@@ -190,10 +191,7 @@ def shell_exit_code(status: int | None) -> int | None:
 
 def subsample(values: Sequence[float], limit: int = MAX_DISTRIBUTION) -> list[float]:
     """At most ``limit`` values, evenly strided (deterministic)."""
-    if len(values) <= limit:
-        return [round(v, 4) for v in values]
-    stride = len(values) / limit
-    return [round(values[int(i * stride)], 4) for i in range(limit)]
+    return [round(v, 4) for v in evenly_spaced(values, limit)]
 
 
 def _mb(value: float | int | None) -> float | None:

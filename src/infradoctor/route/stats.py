@@ -14,6 +14,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from infradoctor.stats import evenly_spaced, nearest_rank
+
 Z_95 = 1.959963984540054
 """Two-sided 95% standard normal quantile."""
 
@@ -55,11 +57,7 @@ def _round(value: float | None) -> float | None:
 
 def quantile(sorted_values: Sequence[float], q: float) -> float | None:
     """Nearest-rank quantile of already sorted values; None when empty."""
-    n = len(sorted_values)
-    if n == 0:
-        return None
-    rank = max(1, min(n, math.ceil(q * n)))
-    return float(sorted_values[rank - 1])
+    return nearest_rank(sorted_values, q) if sorted_values else None
 
 
 def quantile_ci(sorted_values: Sequence[float], q: float, z: float = Z_95) -> Estimate:
@@ -75,11 +73,7 @@ def quantile_ci(sorted_values: Sequence[float], q: float, z: float = Z_95) -> Es
 
 def thin(values: Sequence[float], limit: int) -> list[float]:
     """At most ``limit`` values, every k-th one (deterministic, keeps time order and the distribution's shape)."""
-    n = len(values)
-    if n <= limit:
-        return list(values)
-    step = n / limit
-    return [values[int(i * step)] for i in range(limit)]
+    return evenly_spaced(values, limit)
 
 
 def quantile_difference(
