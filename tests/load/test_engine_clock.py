@@ -46,7 +46,13 @@ def loop() -> Iterator[asyncio.AbstractEventLoop]:
 
 
 def make_run(
-    loop: asyncio.AbstractEventLoop, clock: FakeClock, *, rate: float | None = None, pure_python: bool = False
+    loop: asyncio.AbstractEventLoop,
+    clock: FakeClock,
+    *,
+    rate: float | None = None,
+    pure_python: bool = False,
+    spec: RequestSpec | None = None,
+    duration_s: float = 2.0,
 ) -> _PointRun:
     result = PointResult(
         label="t",
@@ -59,9 +65,9 @@ def make_run(
         pacer_lag=Histogram() if rate else None,
     )
     run = _PointRun(
-        RequestSpec("http://127.0.0.1:9/x"),
+        spec or RequestSpec("http://127.0.0.1:9/x"),
         result,
-        duration_s=2.0,
+        duration_s=duration_s,
         max_requests=None,
         connect_timeout_s=1.0,
         max_connections=4,
@@ -77,7 +83,7 @@ def make_run(
     run.loop = loop
     run.done = loop.create_future()
     run.t0 = clock.now
-    run.t_end_window = clock.now + 2.0
+    run.t_end_window = clock.now + duration_s
     return run
 
 
@@ -179,3 +185,95 @@ def test_open_loop_throughput_is_not_biased_by_latency() -> None:
         last_window_completion_s=1.91,
     )
     assert closed.throughput_rps == pytest.approx(4.5) and closed.goodput_rps == pytest.approx(3.0)
+
+
+def drive_closed_loop(run: _PointRun, clock: FakeClock, responses: list[tuple[float, bytes]]) -> FakeTransport:
+    """One worker; each response arrives ``dt`` seconds after the previous one; housekeeping every 0.1 s."""
+    transport = FakeTransport()
+    conn = run.conn_class(run, 0)
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    run.conns.add(conn)
+    run._issue(0, conn)
+    next_tick = clock.now + 0.1
+    for dt, raw in responses:
+        clock.now += dt
+        if clock.now >= next_tick:
+            run._housekeeping()
+            next_tick = clock.now + 0.1
+        if conn.closed or not conn.busy:
+            break
+        conn.data_received(raw)
+    run._fold()
+    return transport
+
+
+@pytest.mark.parametrize("capture", [(), ("server-timing", "x-envoy-upstream-service-time")])
+def test_fast_path_counts_exactly_what_the_general_path_counts(
+    loop: asyncio.AbstractEventLoop, capture: tuple[str, ...]
+) -> None:
+    """The closed loop's batched fast path (plain 200s) against the one-by-one path on the same response stream:
+    histograms, windows, counters, server stages, deterministic sample and first latencies are identical."""
+    import random
+
+    from infradoctor.load.client import FastConnection, FastHeaderConnection, HeaderConnection, connection_class
+
+    rng = random.Random(7)
+    plain = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+    created = b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n"
+    timed = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nServer-Timing: app;dur=0.2\r\n\r\nok"
+    upper = b"HTTP/1.1 200 OK\r\nX-ENVOY-UPSTREAM-SERVICE-TIME: 1\r\nContent-Length: 0\r\n\r\n"
+    in_body = b"HTTP/1.1 200 OK\r\nContent-Length: 26\r\n\r\n\r\nserver-timing: app;dur=9"
+    responses: list[tuple[float, bytes]] = []
+    for i in range(3000):  # ~1 ms apart with a few 0.4 s stalls: crosses one-second windows and the 2.5 s end
+        raw = plain
+        if i % 97 == 13:
+            raw = BUSY
+        elif i % 211 == 5:
+            raw = created
+        elif i % 7 == 3:
+            raw = (timed, upper, in_body)[i % 3]
+        responses.append((rng.uniform(0.0002, 0.0015) if i % 500 else 0.4, raw))
+
+    results = []
+    for fast in (True, False):
+        clock = FakeClock(10.0)
+        spec = RequestSpec("http://127.0.0.1:9/x", capture_headers=capture)
+        run = make_run(loop, clock, spec=spec, duration_s=2.5)
+        assert run.fast
+        if not fast:
+            run.fast = False
+            run.conn_class = connection_class(
+                capture=frozenset(h.encode() for h in capture),
+                stream=False,
+                openai=False,
+                pure_python=False,
+                clock=clock,
+            )
+            assert not issubclass(run.conn_class, (FastConnection, FastHeaderConnection))
+        else:
+            assert issubclass(run.conn_class, FastHeaderConnection if capture else FastConnection)
+        assert issubclass(run.conn_class, HeaderConnection) == bool(capture)
+        buffered: list[int] = []
+        original_fold = run._fold
+
+        def fold(run: _PointRun = run, original=original_fold, buffered: list[int] = buffered) -> None:
+            buffered.append(len(run.fast_buf))
+            original()
+
+        run._fold = fold  # type: ignore[method-assign]
+        transport = drive_closed_loop(run, clock, responses)
+        results.append((run.result, len(transport.written), run.sample.values, run.issued, run.finished, buffered))
+    (fast_res, fast_sent, fast_sample, *fast_counts, buffered), (slow_res, slow_sent, slow_sample, *slow_counts, _) = (
+        results
+    )
+    assert sum(buffered) > 1000  # the fast path did carry most responses
+    assert fast_res.to_dict() == slow_res.to_dict()
+    assert fast_res.latency.counts.tolist() == slow_res.latency.counts.tolist()
+    assert (fast_res.latency.total_us, fast_res.ok_max_us) == (slow_res.latency.total_us, slow_res.ok_max_us)
+    assert fast_sample == slow_sample and len(fast_sample) == 100
+    assert (fast_sent, fast_counts) == (slow_sent, slow_counts)
+    assert fast_res.status_counts[201] > 0 and set(fast_res.errors) == {"http_503"}
+    if capture:  # the stage timings of the responses that carried them were all read
+        assert set(fast_res.stages) == {"app", "envoy_upstream"} and fast_res.stages["app"].count > 50
+    # the point ended at 2.5 s: the worker stopped issuing, one response came after the end
+    assert run.stopping and fast_res.completed == fast_res.completed_in_window + 1 and fast_res.completed > 1000

@@ -118,3 +118,38 @@ def test_reservoir_sample_is_uniform_over_the_stream() -> None:
     assert abs(mean / n - 0.5) < 0.03  # standard error of the mean ~0.0065 * n
     quarter = sum(1 for v in sample.values if v < n / 4) / 2000
     assert abs(quarter - 0.25) < 0.04
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.floats(min_value=-1.0, max_value=1e7, allow_nan=False),
+            st.sampled_from([0.0, 2.047e-3, 2.0475e-3, 2.048e-3, 4.0955e-3, 4.096e-3, 1e12]),
+        ),
+        min_size=1,
+        max_size=400,
+    ),
+    st.booleans(),
+)
+@settings(max_examples=80)
+def test_batch_of_seconds_counts_what_one_by_one_counts(values: list[float], use_numpy: bool) -> None:
+    from array import array
+
+    one, batch = Histogram(), Histogram()
+    one.record(123_456)  # histograms that already hold counts
+    batch.record(123_456)
+    for v in values:
+        one.record_seconds(v)
+    total, peak = batch.record_seconds_batch(array("d", values), use_numpy=use_numpy)
+    width = max(len(one.counts), len(batch.counts))
+    assert one.counts.tolist() + [0] * (width - len(one.counts)) == batch.counts.tolist() + [0] * (
+        width - len(batch.counts)
+    )
+    assert (one.count, one.total_us, one.min_us, one.max_us) == (
+        batch.count,
+        batch.total_us,
+        batch.min_us,
+        batch.max_us,
+    )
+    assert total == one.total_us - 123_456
+    assert peak == max(min(max(0, int(v * 1e6 + 0.5)), (1 << 42) - 1) for v in values)

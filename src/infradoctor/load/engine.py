@@ -60,9 +60,6 @@ MAX_PENDING = 100_000
 """Open loop: most requests waiting for a free connection; later arrivals count as unsent (bounded memory)."""
 DEFAULT_MAX_CONNECTIONS = 1024
 """Open-loop connection pool limit."""
-FAST_BATCH = 8192
-"""Most responses the closed loop's fast path (:class:`~infradoctor.load.client.FastConnection`) buffers before
-they are folded into the point's histogram and counters (bounds the buffer; housekeeping folds it sooner)."""
 
 
 class StopSignal:
@@ -385,16 +382,12 @@ class _PointRun:
             and max_requests is None
             and on_request is None
             and len(self.requests) == 1
-            and not capture
             and not spec.stream
         )
         self.fast_until = -math.inf
-        """FastConnection may buffer responses that complete before this time..."""
-        self.fast_left = 0
-        """... and this many more of them."""
+        """FastConnection may buffer responses that complete before this time."""
         self.fast_buf: array[float] = array("d")
         """Latencies (s) of buffered fast-path responses, all 200s inside the current window; see :meth:`_fold`."""
-        self.fast_append = self.fast_buf.append
         self.fast_last = 0.0
         """Completion time of the last buffered response."""
         self.fast_data = self.requests[0] if self.fast else b""
@@ -407,7 +400,7 @@ class _PointRun:
             pure_python=pure_python,
             no_body=spec.method.upper() == "HEAD",
             clock=clock if clock is not time.perf_counter else None,
-            fast=self.fast,
+            fast_driver=self if self.fast else None,
         )
         self.ssl_context: ssl.SSLContext | None = None
         if self.target.scheme == "https":
@@ -736,9 +729,12 @@ class _PointRun:
 
     # ------------------------------------------------------------------ Driver protocol
     def _fold(self) -> None:
-        """Count the fast path's buffered responses: 200s, each completed and replaced by a new request, inside the
-        current one-second window and the measurement window, not among the first requests; their latencies in
-        order (the deterministic sample sees the same sequence as one-by-one recording would give it)."""
+        """Count the fast path's buffered responses.
+
+        They are 200s, each completed and replaced by a new request, inside the current one-second window and the
+        measurement window, not among the first requests; their latencies are in order (the deterministic sample
+        sees the same sequence as one-by-one recording would give it).
+        """
         buf = self.fast_buf
         n = len(buf)
         if not n:
@@ -773,7 +769,6 @@ class _PointRun:
         """Let FastConnection buffer responses until the current window ends (after the first requests)."""
         if self.fast and not self.stopping and not self.first_open:
             self.fast_until = min(self.window_end, self.t_end_window)
-            self.fast_left = FAST_BATCH
 
     def on_response(self, conn: Connection) -> None:
         # the general path (FastConnection buffers the plainest responses without calling this)
@@ -794,6 +789,9 @@ class _PointRun:
         if in_window:
             res.completed_in_window += 1
             self.last_in_window = now
+        elif self.closed_loop and not self.stopping:
+            # the measurement window is over: issue nothing more (rather than until the next housekeeping tick)
+            self._begin_stop()
         error: str | None = None
         if status >= 400:
             error = taxonomy.status_class(status)

@@ -257,7 +257,7 @@ _NUMPY: list[Any] = []
 
 
 def _numpy() -> Any:
-    """numpy when installed (imported on first use: it costs ~0.1 s), else None."""
+    """The numpy module when installed (imported on first use: it costs ~0.1 s), else None."""
     if not _NUMPY:
         try:
             import numpy
