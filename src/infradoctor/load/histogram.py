@@ -10,7 +10,9 @@ histograms merge by adding counts, which is how workers, points and streams comb
 from __future__ import annotations
 
 import math
+import os
 import random
+import sys
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -259,13 +261,29 @@ _NUMPY: list[Any] = []
 def _numpy() -> Any:
     """The numpy module when installed (imported on first use: it costs ~0.1 s), else None."""
     if not _NUMPY:
+        # numpy's OpenBLAS starts a thread per core that spins for ~0.1 s: CPU taken from a load test on a small
+        # machine. Nothing here does linear algebra, so one thread; the environment is restored at once, so
+        # processes started later (a profiled workload) keep their own setting.
+        saved = {name: os.environ.get(name) for name in _BLAS_THREAD_VARIABLES}
+        if "numpy" not in sys.modules:
+            for name in _BLAS_THREAD_VARIABLES:
+                os.environ[name] = "1"
         try:
             import numpy
         except ImportError:  # pragma: no cover - numpy comes with the load extra and the tests
             _NUMPY.append(None)
         else:
             _NUMPY.append(numpy)
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
     return _NUMPY[0]
+
+
+_BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
 
 
 def percentile_key(pct: float) -> str:
