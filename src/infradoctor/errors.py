@@ -1,6 +1,7 @@
 """Errors that carry the process exit code the CLI should return.
 
-Exit codes: 0 ok; 1 findings at or above ``--fail-on``; 2 usage error; 3 the target could not be measured.
+Exit codes: 0 ok; 1 findings at or above ``--fail-on``; 2 usage error; 3 the target could not be measured;
+130 interrupted (Ctrl-C or SIGTERM), after any partial result was written.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
 EXIT_TARGET = 3
+EXIT_INTERRUPTED = 130
+"""128 + SIGINT, as shells report an interrupted command; also after a partial result was written."""
 
 
 class InfradoctorError(Exception):

@@ -121,6 +121,21 @@ def test_fail_on_policy(severity: str, code: int) -> None:
     assert exit_code_for(result, parse_fail_on(severity)) == code
 
 
+def test_an_interrupted_measurement_exits_130_after_writing_its_partial_result(tmp_path: Path) -> None:
+    import argparse
+
+    from infradoctor.cli.base import finish_interruptible
+    from infradoctor.result import ErrorNote
+
+    out = tmp_path / "partial.json"
+    args = argparse.Namespace(no_store=True, json=str(out), quiet=True, fail_on=None)
+    whole = new_result("load", started_at="2026-11-29T10:00:00Z", duration_s=1)
+    assert finish_interruptible(args, whole) == 0
+    cut = whole.with_(errors=(ErrorNote("load.interrupted", "stopped by Ctrl-C"),))
+    assert finish_interruptible(args, cut) == 130
+    assert json.loads(out.read_text())["errors"][0]["source"] == "load.interrupted"
+
+
 def test_parser_builds() -> None:
     assert build_parser().prog == "infradoctor"
 

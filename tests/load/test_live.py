@@ -334,6 +334,7 @@ def test_ctrl_c_writes_the_partial_result(sick: Running, tmp_path: Path, process
     finally:
         if proc.poll() is None:
             proc.kill()
+    assert proc.returncode == 130, err.decode(errors="replace")  # interrupted, after the partial result is written
     data = json.loads(out.read_text())
     points = data["metrics"]["points"]
     assert len(points) == 1 and points[0]["interrupted"] and points[0]["completed"] > 10

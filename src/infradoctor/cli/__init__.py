@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from infradoctor import __version__
 from infradoctor.cli.base import Command
-from infradoctor.errors import EXIT_TARGET, EXIT_USAGE, InfradoctorError
+from infradoctor.errors import EXIT_INTERRUPTED, EXIT_TARGET, EXIT_USAGE, InfradoctorError
 
 # One module per command, in the order `--help` lists them. A module that is not there yet is skipped.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -87,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         print(f"infradoctor {command.name}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_TARGET
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TextIO
 
 from infradoctor.environment import describe_environment
-from infradoctor.errors import EXIT_FINDINGS, EXIT_OK, StoreError, UsageError
+from infradoctor.errors import EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK, StoreError, UsageError
 from infradoctor.findings import Severity
 from infradoctor.report.terminal import TerminalRenderer
 from infradoctor.result import ErrorNote, Result
@@ -144,6 +144,18 @@ def finish(args: argparse.Namespace, result: Result) -> int:
     if not getattr(args, "quiet", False):
         print_result(result, summary_stream(args))
     return exit_code_for(result, fail_on)
+
+
+def finish_interruptible(args: argparse.Namespace, result: Result) -> int:
+    """:func:`finish`, then 130 when Ctrl-C/SIGTERM cut the measurement short (an ``*.interrupted`` error note).
+
+    The partial result is stored and written first; the exit code still tells a script that it was interrupted,
+    as for the commands that have nothing partial to write.
+    """
+    code = finish(args, result)
+    if any(note.source.endswith(".interrupted") for note in result.errors):
+        return EXIT_INTERRUPTED
+    return code
 
 
 def exit_code_for(result: Result, fail_on: Severity | None) -> int:

@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from infradoctor.cli.base import Command, add_result_options, finish
-from infradoctor.errors import EXIT_TARGET, UsageError
+from infradoctor.cli.base import Command, add_result_options, finish, finish_interruptible
+from infradoctor.errors import EXIT_INTERRUPTED, EXIT_TARGET, UsageError
 from infradoctor.load import client
 from infradoctor.load.analysis import build_metrics, diagnose
 from infradoctor.load.engine import PointResult, Progress, StopSignal, run_point_async, run_sync
@@ -238,7 +238,9 @@ class LoadCommand(Command):
             findings=diagnose(metrics),
             errors=notes,
         )
-        code = finish(args, result)
+        code = finish_interruptible(args, result)
+        if code == EXIT_INTERRUPTED:
+            return code
         if sweep.points and not reached:
             return max(code, EXIT_TARGET)
         return code

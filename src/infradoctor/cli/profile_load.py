@@ -11,8 +11,8 @@ import os
 import sys
 from pathlib import Path
 
-from infradoctor.cli.base import finish
-from infradoctor.errors import EXIT_TARGET, UsageError
+from infradoctor.cli.base import finish_interruptible
+from infradoctor.errors import EXIT_INTERRUPTED, EXIT_TARGET, UsageError
 from infradoctor.profile.launcher import ProfileOptions
 from infradoctor.profile.rules import RuleOptions
 from infradoctor.serve.load_profile import (
@@ -102,7 +102,9 @@ def run_with_load(args: argparse.Namespace, argv: list[str]) -> int:
     )
     profile_options = ProfileOptions(sample_interval_s=max(0.05, args.sample_interval))
     result = profile_service(argv, options, profile_options, RuleOptions(cwd=os.getcwd()))
-    code = finish(args, result)
+    code = finish_interruptible(args, result)
+    if code == EXIT_INTERRUPTED:
+        return code
     failed = service_failed(result)
     if failed is not None:
         print(f"infradoctor profile: error: {failed}", file=sys.stderr)

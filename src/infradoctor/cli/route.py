@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-from infradoctor.cli.base import Command, add_result_options, finish
-from infradoctor.errors import EXIT_TARGET, UsageError
+from infradoctor.cli.base import Command, add_result_options, finish_interruptible
+from infradoctor.errors import EXIT_INTERRUPTED, EXIT_TARGET, UsageError
 from infradoctor.load.engine import StopSignal
 from infradoctor.result import Result
 from infradoctor.route.diagnose import RouteOptions, diagnose, parse_headers, parse_weights, router_unreachable
@@ -109,7 +109,9 @@ class RouteCommand(Command):
             stop=stop,
         )
         result = _with_sigint(stop, lambda: diagnose(options))
-        code = finish(args, result)
+        code = finish_interruptible(args, result)
+        if code == EXIT_INTERRUPTED:
+            return code
         if router_unreachable(result):  # nothing went through the router: the partial result is written, exit 3
             return max(code, EXIT_TARGET)
         return code
