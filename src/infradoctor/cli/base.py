@@ -7,8 +7,9 @@ import argparse
 import contextlib
 import os
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from infradoctor.environment import describe_environment
 from infradoctor.errors import EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK, StoreError, UsageError
@@ -144,6 +145,30 @@ def finish(args: argparse.Namespace, result: Result) -> int:
     if not getattr(args, "quiet", False):
         print_result(result, summary_stream(args))
     return exit_code_for(result, fail_on)
+
+
+def parse_levels(text: str, kind: Callable[[str], Any], option: str) -> list[Any] | str:
+    """Load levels from ``1,2,4,8`` (``kind`` int or float) or ``auto``; usage errors name ``option``."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        values = [kind(part) for part in text.replace(" ", "").split(",") if part]
+    except ValueError:
+        raise UsageError(f"cannot read {option} {text!r}; expected e.g. 1,2,4,8 or auto") from None
+    if not values or any(v <= 0 for v in values):
+        raise UsageError(f"{option} levels must be positive numbers: {text!r}")
+    return values
+
+
+def parse_headers(raw: Sequence[str], option: str) -> dict[str, str]:
+    """Request headers from repeated ``'Name: value'`` options; usage errors name ``option``."""
+    headers: dict[str, str] = {}
+    for item in raw:
+        key, sep, value = item.partition(":")
+        if not sep or not key.strip():
+            raise UsageError(f"bad {option} {item!r}; expected 'Name: value'")
+        headers[key.strip()] = value.strip()
+    return headers
 
 
 def finish_interruptible(args: argparse.Namespace, result: Result) -> int:

@@ -20,7 +20,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from infradoctor.cli.base import Command, add_result_options, finish, finish_interruptible
+from infradoctor.cli.base import (
+    Command,
+    add_result_options,
+    finish,
+    finish_interruptible,
+    parse_headers,
+    parse_levels,
+)
 from infradoctor.errors import EXIT_INTERRUPTED, EXIT_TARGET, UsageError
 from infradoctor.load import client
 from infradoctor.load.analysis import build_metrics, diagnose
@@ -35,18 +42,6 @@ from infradoctor.result import ErrorNote, new_result, utc_now_iso
 _CONNECT_CLASSES = (CONNECT_REFUSED, CONNECT_TIMEOUT, CONNECT_ERROR)
 CALIBRATE_CONCURRENCY = 32
 """Connections used by ``--calibrate`` unless ``--concurrency`` names one level."""
-
-
-def _levels(text: str, kind: type) -> list[Any] | str:
-    if text.strip().lower() == "auto":
-        return "auto"
-    try:
-        values = [kind(part) for part in text.replace(" ", "").split(",") if part]
-    except ValueError:
-        raise UsageError(f"cannot read levels {text!r}; expected e.g. 1,2,4,8 or auto") from None
-    if not values or any(v <= 0 for v in values):
-        raise UsageError(f"levels must be positive numbers: {text!r}")
-    return values
 
 
 class LoadCommand(Command):
@@ -133,12 +128,7 @@ class LoadCommand(Command):
     # ------------------------------------------------------------------ spec
     def _spec(self, args: argparse.Namespace, url: str) -> RequestSpec:
         Target.parse(url)
-        headers: dict[str, str] = {}
-        for raw in args.header:
-            key, sep, value = raw.partition(":")
-            if not sep or not key.strip():
-                raise UsageError(f"bad header {raw!r}; expected 'Name: value'")
-            headers[key.strip()] = value.strip()
+        headers = parse_headers(args.header, "--header")
         bodies: list[bytes] = []
         try:
             if args.body is not None:
@@ -197,11 +187,11 @@ class LoadCommand(Command):
                 raise UsageError(str(exc)) from None
         options: dict[str, Any] = {}
         if args.rate is not None:
-            options["rate"] = _levels(args.rate, float)
+            options["rate"] = parse_levels(args.rate, float, "--rate")
             options["slo"] = slo
             options["start_rate"] = args.start_rate
         else:
-            options["concurrency"] = _levels(args.concurrency or "auto", int)
+            options["concurrency"] = parse_levels(args.concurrency or "auto", int, "--concurrency")
             options["max_concurrency"] = args.max_concurrency
         settings = {
             "url": spec.url,
@@ -294,7 +284,7 @@ class LoadCommand(Command):
             return partial, []
 
     def _calibrate(self, args: argparse.Namespace) -> int:
-        levels = _levels(args.concurrency, int) if args.concurrency else [CALIBRATE_CONCURRENCY]
+        levels = parse_levels(args.concurrency, int, "--concurrency") if args.concurrency else [CALIBRATE_CONCURRENCY]
         concurrency = levels[0] if isinstance(levels, list) else CALIBRATE_CONCURRENCY
         duration = args.duration or 3.0
         started_at = utc_now_iso()

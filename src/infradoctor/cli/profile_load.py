@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from infradoctor.cli.base import finish_interruptible
+from infradoctor.cli.base import finish_interruptible, parse_headers, parse_levels
 from infradoctor.errors import EXIT_INTERRUPTED, EXIT_TARGET, UsageError
 from infradoctor.profile.launcher import ProfileOptions
 from infradoctor.profile.rules import RuleOptions
@@ -52,28 +52,6 @@ def add_load_options(parser: argparse.ArgumentParser) -> None:
                        help="per-request timeout (default %(default)s)")
 
 
-def _levels(text: str) -> list[int] | str:
-    if text.strip().lower() == "auto":
-        return "auto"
-    try:
-        levels = [int(part) for part in text.replace(" ", "").split(",") if part]
-    except ValueError:
-        raise UsageError(f"cannot read --concurrency {text!r}; expected e.g. 1,2,4,8 or auto") from None
-    if not levels or min(levels) < 1:
-        raise UsageError(f"--concurrency levels must be positive: {text!r}")
-    return levels
-
-
-def _headers(raw: list[str]) -> dict[str, str]:
-    headers: dict[str, str] = {}
-    for item in raw:
-        key, sep, value = item.partition(":")
-        if not sep or not key.strip():
-            raise UsageError(f"bad --load-header {item!r}; expected 'Name: value'")
-        headers[key.strip()] = value.strip()
-    return headers
-
-
 def run_with_load(args: argparse.Namespace, argv: list[str]) -> int:
     """``profile --load-url``: run, load, stop, merge, finish."""
     if args.steps is not None or args.duration is not None:
@@ -94,8 +72,8 @@ def run_with_load(args: argparse.Namespace, argv: list[str]) -> int:
         ready_timeout_s=args.ready_timeout,
         method=args.load_method,
         bodies=bodies,
-        headers=_headers(args.load_header),
-        concurrency=_levels(args.concurrency),
+        headers=parse_headers(args.load_header, "--load-header"),
+        concurrency=parse_levels(args.concurrency, int, "--concurrency"),
         point_duration_s=args.point_duration if args.point_requests is None else None,
         point_requests=args.point_requests,
         timeout_s=args.load_timeout,
