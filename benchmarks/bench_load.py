@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -87,6 +88,48 @@ app = web.Application()
 app.on_startup.append(stall_every)
 app.add_routes([web.get("/", handle)])
 web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None)
+"""
+
+FLOOR_CHILD = r"""
+# The floor for any Python generator on uvloop + httptools: a closed loop that reads one clock and appends one
+# latency per response and writes the next request, nothing else (no histogram, no error handling, no timeouts).
+import asyncio, sys, time
+from array import array
+import httptools, uvloop
+
+host, port, conns, duration = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+request = f"GET / HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode()
+latencies = array("d")
+append, clock = latencies.append, time.perf_counter
+state = {"stop": False}
+
+class Conn(asyncio.Protocol):
+    def __init__(self):
+        self.parser = httptools.HttpResponseParser(self)
+        self.t = 0.0
+    def connection_made(self, transport):
+        self.transport = transport
+        self.t = clock()
+        transport.write(request)
+    def data_received(self, data):
+        self.parser.feed_data(data)
+    def on_message_complete(self):
+        now = clock()
+        append(now - self.t)
+        if not state["stop"]:
+            self.t = now
+            self.transport.write(request)
+
+async def main():
+    loop = asyncio.get_running_loop()
+    for _ in range(conns):
+        await loop.create_connection(Conn, host, port)
+    del latencies[:]
+    await asyncio.sleep(duration)
+    state["stop"] = True
+    print(len(latencies) / duration)
+
+uvloop.run(main())
 """
 
 MEMORY_CHILD = r"""
@@ -162,9 +205,24 @@ def run_ours(url: str, args: argparse.Namespace, *, headers: bool = False, proce
     return float(point.throughput_rps)
 
 
+def run_floor(url: str, connections: int, duration: float) -> float | None:
+    """Responses per second of FLOOR_CHILD (None when uvloop/httptools are missing or it fails)."""
+    host, port = url.split("//", 1)[1].rstrip("/").rsplit(":", 1)
+    out = subprocess.run(
+        [sys.executable, "-c", FLOOR_CHILD, host, port, str(connections), str(duration)],
+        capture_output=True,
+        text=True,
+        timeout=duration + 30,
+    )
+    try:
+        return float(out.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return None
+
+
 def throughput(url: str, args: argparse.Namespace) -> dict[str, float | None]:
     runs: dict[str, list[float]] = {"infradoctor": [], "infradoctor_headers": [], "infradoctor_processes": []}
-    runs.update(wrk=[], hey=[])
+    runs.update(wrk=[], hey=[], floor=[])
     paired: list[float] = []
     paired_headers: list[float] = []
     for rep in range(args.reps):
@@ -179,6 +237,9 @@ def throughput(url: str, args: argparse.Namespace) -> dict[str, float | None]:
                 got[name] = run_ours(url, args, headers=name == "headers")
         procs = run_ours(url, args, processes=args.processes) if args.processes > 1 else None
         h = run_hey(url, args.connections, args.duration)
+        floor = run_floor(url, args.connections, args.duration)
+        if floor:
+            runs["floor"].append(floor)
         ours, ours_headers, w = got["ours"], got["headers"], got["wrk"]
         assert ours is not None and ours_headers is not None
         runs["infradoctor"].append(ours)
@@ -194,7 +255,7 @@ def throughput(url: str, args: argparse.Namespace) -> dict[str, float | None]:
         extra = f", {args.processes} processes {procs:,.0f}" if procs is not None else ""
         print(
             f"  round {rep + 1}: infradoctor {ours:,.0f} (headers on {ours_headers:,.0f}{extra})  "
-            f"wrk {w or 0:,.0f}  hey {h or 0:,.0f} req/s"
+            f"wrk {w or 0:,.0f}  hey {h or 0:,.0f}  python floor {floor or 0:,.0f} req/s"
             + (f"  ratio to wrk {ours / w:.2f}" if w else ""),
             flush=True,
         )
@@ -220,6 +281,12 @@ def throughput(url: str, args: argparse.Namespace) -> dict[str, float | None]:
         )
     if med["hey"]:
         print(f"ratio infradoctor/hey = {med['infradoctor'] / med['hey']:.2f}  (goal >= 2.0)")
+    if med["floor"]:
+        print(
+            f"ratio infradoctor/python floor = {med['infradoctor'] / med['floor']:.2f}, "
+            f"python floor/wrk = {med['floor'] / (med['wrk'] or math.nan):.2f}  (the floor: a bare uvloop+httptools "
+            f"closed loop with one clock read per response, no histogram or error handling)"
+        )
     return med
 
 

@@ -52,7 +52,8 @@ def make_run(
     rate: float | None = None,
     pure_python: bool = False,
     spec: RequestSpec | None = None,
-    duration_s: float = 2.0,
+    duration_s: float | None = 2.0,
+    max_requests: int | None = None,
 ) -> _PointRun:
     result = PointResult(
         label="t",
@@ -68,7 +69,7 @@ def make_run(
         spec or RequestSpec("http://127.0.0.1:9/x"),
         result,
         duration_s=duration_s,
-        max_requests=None,
+        max_requests=max_requests,
         connect_timeout_s=1.0,
         max_connections=4,
         seed=0,
@@ -83,7 +84,7 @@ def make_run(
     run.loop = loop
     run.done = loop.create_future()
     run.t0 = clock.now
-    run.t_end_window = clock.now + duration_s
+    run.t_end_window = clock.now + duration_s if duration_s is not None else float("inf")
     return run
 
 
@@ -207,9 +208,12 @@ def drive_closed_loop(run: _PointRun, clock: FakeClock, responses: list[tuple[fl
     return transport
 
 
-@pytest.mark.parametrize("capture", [(), ("server-timing", "x-envoy-upstream-service-time")])
+@pytest.mark.parametrize(
+    "capture,max_requests",
+    [((), None), (("server-timing", "x-envoy-upstream-service-time"), None), ((), 1200)],
+)
 def test_fast_path_counts_exactly_what_the_general_path_counts(
-    loop: asyncio.AbstractEventLoop, capture: tuple[str, ...]
+    loop: asyncio.AbstractEventLoop, capture: tuple[str, ...], max_requests: int | None
 ) -> None:
     """The closed loop's batched fast path (plain 200s) against the one-by-one path on the same response stream:
     histograms, windows, counters, server stages, deterministic sample and first latencies are identical."""
@@ -238,7 +242,9 @@ def test_fast_path_counts_exactly_what_the_general_path_counts(
     for fast in (True, False):
         clock = FakeClock(10.0)
         spec = RequestSpec("http://127.0.0.1:9/x", capture_headers=capture)
-        run = make_run(loop, clock, spec=spec, duration_s=2.5)
+        run = make_run(
+            loop, clock, spec=spec, duration_s=None if max_requests else 2.5, max_requests=max_requests
+        )
         assert run.fast
         if not fast:
             run.fast = False
@@ -275,5 +281,7 @@ def test_fast_path_counts_exactly_what_the_general_path_counts(
     assert fast_res.status_counts[201] > 0 and set(fast_res.errors) == {"http_503"}
     if capture:  # the stage timings of the responses that carried them were all read
         assert set(fast_res.stages) == {"app", "envoy_upstream"} and fast_res.stages["app"].count > 50
-    # the point ended at 2.5 s: the worker stopped issuing, one response came after the end
-    assert run.stopping and fast_res.completed == fast_res.completed_in_window + 1 and fast_res.completed > 1000
+    if max_requests:  # exactly that many were sent, all answered
+        assert run.stopping and fast_res.sent == fast_res.completed == fast_res.completed_in_window == max_requests
+    else:  # the point ended at 2.5 s: the worker stopped issuing, one response came after the end
+        assert run.stopping and fast_res.completed == fast_res.completed_in_window + 1 and fast_res.completed > 1000

@@ -275,43 +275,38 @@ class FastHeaderConnection(HeaderConnection):
 
 
 def fast_completion(
-    driver: Any, clock: Callable[[], float], capture: frozenset[bytes] = frozenset()
+    driver: Any, clock: Callable[[], float], capture: frozenset[bytes] = frozenset(), *, counted: bool = False
 ) -> Callable[[Connection], None]:
     """The fast connections' parser callback for one driver.
 
-    The driver has ``fast_until``, ``fast_buf``, ``fast_data`` and ``fast_last``; with ``capture``, the fast path
-    takes only responses without those headers.
+    The driver has ``fast_until``, ``fast_buf``, ``fast_data`` and ``fast_last`` (and, when ``counted``, a budget
+    ``fast_left`` of requests it may still issue); with ``capture``, the fast path takes only responses without
+    those headers.
     """
     append = driver.fast_buf.append
     data: bytes = driver.fast_data
     general = Connection.on_message_complete
-
+    search = None
     if capture:
         search = re.compile(
             b"\r\n(?:" + b"|".join(re.escape(name) for name in sorted(capture)) + b")[ \t]*:", re.IGNORECASE
         ).search
 
-        def on_message_complete_capturing(self: Connection) -> None:
-            now = clock()
-            parser = self.parser
-            if now < driver.fast_until and self.busy and parser.get_status_code() == 200 and parser.should_keep_alive():
-                head = self.first_chunk
-                end = head.find(b"\r\n\r\n")  # the whole head came in the first read (see HeaderConnection)
-                if end >= 0 and search(head, 0, end + 2) is None:
-                    append(now - self.t_intended)
-                    driver.fast_last = now
-                    self.t_intended = self.t_send = now
-                    self.received = False
-                    self.transport.write(data)  # type: ignore[union-attr]
-                    return
-            general(self)
-
-        return on_message_complete_capturing
-
     def on_message_complete(self: Connection) -> None:
         now = clock()
         parser = self.parser
         if now < driver.fast_until and self.busy and parser.get_status_code() == 200 and parser.should_keep_alive():
+            if search is not None:
+                head = self.first_chunk
+                end = head.find(b"\r\n\r\n")  # the whole head came in the first read (see HeaderConnection)
+                if end < 0 or search(head, 0, end + 2) is not None:
+                    general(self)
+                    return
+            if counted:
+                if driver.fast_left <= 0:
+                    general(self)
+                    return
+                driver.fast_left -= 1
             append(now - self.t_intended)
             driver.fast_last = now
             # closed loop: the next request is issued now, on the same connection
@@ -359,7 +354,9 @@ def connection_class(
     if stream:
         attrs["openai"] = openai
     if base is FastConnection or base is FastHeaderConnection:
-        attrs["on_message_complete"] = fast_completion(fast_driver, clock or time.perf_counter, capture)
+        attrs["on_message_complete"] = fast_completion(
+            fast_driver, clock or time.perf_counter, capture, counted=fast_driver.max_requests is not None
+        )
     if no_body:
         attrs["no_body"] = True
         attrs["on_headers_complete"] = _complete_at_headers

@@ -379,13 +379,14 @@ class _PointRun:
         # the closed loop's plain case records 200s in batches (FastConnection); anything else goes one by one
         self.fast = (
             self.closed_loop
-            and max_requests is None
             and on_request is None
             and len(self.requests) == 1
             and not spec.stream
         )
         self.fast_until = -math.inf
-        """FastConnection may buffer responses that complete before this time."""
+        """FastConnection may buffer responses that complete before this time..."""
+        self.fast_left = 0
+        """... and, bounded by a request count, issue this many more requests."""
         self.fast_buf: array[float] = array("d")
         """Latencies (s) of buffered fast-path responses, all 200s inside the current window; see :meth:`_fold`."""
         self.fast_last = 0.0
@@ -769,6 +770,8 @@ class _PointRun:
         """Let FastConnection buffer responses until the current window ends (after the first requests)."""
         if self.fast and not self.stopping and not self.first_open:
             self.fast_until = min(self.window_end, self.t_end_window)
+            if self.max_requests is not None:
+                self.fast_left = self.max_requests - self.issued
 
     def on_response(self, conn: Connection) -> None:
         # the general path (FastConnection buffers the plainest responses without calling this)
@@ -829,6 +832,8 @@ class _PointRun:
                 self._arm_fast()
             return
         self._after(conn)
+        if self.fast:
+            self._arm_fast()
 
     def _window(self, now: float, latency_us: int, failed: bool) -> None:
         res = self.result
