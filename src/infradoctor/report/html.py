@@ -11,7 +11,7 @@ from infradoctor.report.sections import (
     Section,
     Table,
     command_sections,
-    format_evidence,
+    finding_details,
     format_value,
     headline_table,
 )
@@ -130,12 +130,7 @@ class HtmlRenderer(Renderer):
                 f'<div class="finding"><span class="sev sev-{sev}">{sev}</span> '
                 f"<b>{escape(finding.code)} {escape(finding.name)}</b>: {escape(finding.title)}{where}"
             ]
-            if finding.evidence:
-                block.append(f"<div><i>Evidence:</i> {escape(format_evidence(finding.evidence))}</div>")
-            if finding.fix:
-                block.append(f"<div><i>Fix:</i> {escape(finding.fix)}</div>")
-            if finding.risk:
-                block.append(f"<div><i>Risk:</i> {escape(finding.risk)}</div>")
+            block += [f"<div><i>{label}:</i> {escape(text)}</div>" for label, text in finding_details(finding)]
             block.append("</div>")
             parts.append("".join(block))
         errors = list(result.errors) + render_errors

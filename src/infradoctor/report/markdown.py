@@ -10,7 +10,7 @@ from infradoctor.report.sections import (
     Section,
     Table,
     command_sections,
-    format_evidence,
+    finding_details,
     format_value,
     headline_table,
 )
@@ -109,12 +109,7 @@ class MarkdownRenderer(Renderer):
                 f"{i}. **{finding.code} {md_escape(finding.name)}** ({finding.severity.value}): "
                 f"{md_escape(finding.title)}{where}"
             )
-            if finding.evidence:
-                lines.append(f"   - Evidence: {md_escape(format_evidence(finding.evidence))}")
-            if finding.fix:
-                lines.append(f"   - Fix: {md_escape(finding.fix)}")
-            if finding.risk:
-                lines.append(f"   - Risk: {md_escape(finding.risk)}")
+            lines += [f"   - {label}: {md_escape(text)}" for label, text in finding_details(finding)]
         lines.append("")
         errors = list(result.errors) + render_errors
         if errors:

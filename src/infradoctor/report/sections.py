@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from infradoctor.findings import Finding
 from infradoctor.result import ErrorNote, Result
 
 Cell = str | int | float | None
@@ -120,6 +121,21 @@ def format_evidence(evidence: Mapping[str, Any], limit: int = 8) -> str:
         text = _short_json(value) if isinstance(value, (Mapping, list, tuple)) else format_value(_cell(value))
         parts.append(f"{key}={text}")
     return ", ".join(parts)
+
+
+def finding_details(finding: Finding) -> list[tuple[str, str]]:
+    """A finding's detail lines as (label, plain text), in the order every renderer shows them.
+
+    The evidence numbers, the fix, the risk of applying it; renderers escape and style the text their own way.
+    """
+    details: list[tuple[str, str]] = []
+    if finding.evidence:
+        details.append(("Evidence", format_evidence(finding.evidence)))
+    if finding.fix:
+        details.append(("Fix", finding.fix))
+    if finding.risk:
+        details.append(("Risk", finding.risk))
+    return details
 
 
 def _short_json(value: Any, limit: int = 80) -> str:

@@ -17,7 +17,7 @@ from infradoctor.report.sections import (
     Section,
     Table,
     command_sections,
-    format_evidence,
+    finding_details,
     format_value,
     headline_table,
 )
@@ -124,12 +124,8 @@ class TerminalRenderer(Renderer):
             body.append(f": {finding.title}")
             if finding.location:
                 body.append(f"\n  at {finding.location}", style="cyan")
-            if finding.evidence:
-                body.append(f"\n  evidence: {format_evidence(finding.evidence)}", style="dim")
-            if finding.fix:
-                body.append(f"\n  fix: {finding.fix}")
-            if finding.risk:
-                body.append(f"\n  risk: {finding.risk}", style="dim")
+            for label, detail in finding_details(finding):
+                body.append(f"\n  {label.lower()}: {detail}", style="" if label == "Fix" else "dim")
             out.append(body)
         errors = list(result.errors) + render_errors
         if errors:
