@@ -376,3 +376,51 @@ def test_fix_replaces_the_file_atomically_and_keeps_its_mode(cli, project: Path)
         assert failed.exit_code == 1 and "error: fix-failed: cannot write" in failed.stdout
         assert kept.read_text(encoding="utf-8") == "import torch\nc = torch.load('c.pt')\n"
         assert list(locked.iterdir()) == [kept]
+
+
+def test_c013_follows_an_app_import_string_and_gunicorn_files_to_the_gpu_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A launcher in one file, the GPU model in the app's module in another: found only when both are scanned."""
+    monkeypatch.chdir(tmp_path)
+    app = tmp_path / "svc" / "app"
+    app.mkdir(parents=True)
+    (app / "__init__.py").write_text("", encoding="utf-8")
+    (app / "model_server.py").write_text(
+        "import torch\nfrom fastapi import FastAPI\n\napp = FastAPI()\nmodel = torch.nn.Linear(4, 2)\n"
+        "model = model.to('cuda')\n",
+        encoding="utf-8",
+    )
+    (app / "cpu_server.py").write_text(
+        "import torch\nfrom fastapi import FastAPI\n\napp = FastAPI()\nmodel = torch.nn.Linear(4, 2)\n",
+        encoding="utf-8",
+    )
+    svc = tmp_path / "svc"
+    (svc / "run.py").write_text(
+        "import uvicorn\n\nif __name__ == '__main__':\n"
+        "    uvicorn.run('app.model_server:app', host='0.0.0.0', workers=4)\n"
+        "    uvicorn.run('app.cpu_server:app', workers=4)\n"  # no GPU model there
+        "    uvicorn.run('elsewhere.main:app', workers=4)\n"  # not scanned
+        "    uvicorn.run('app.model_server:app', workers=1)\n"  # one worker
+        "    uvicorn.run(app='app.model_server:app', workers=8)  # noqa: C013\n",
+        encoding="utf-8",
+    )
+    (svc / "gunicorn.conf.py").write_text(
+        "import multiprocessing\n\nworker_class = 'uvicorn.workers.UvicornWorker'\n"
+        "workers = multiprocessing.cpu_count() * 2 + 1\nwsgi_app = 'app.model_server:app'\n",
+        encoding="utf-8",
+    )
+    (svc / "gunicorn_cli.conf.py").write_text("workers = 4\n", encoding="utf-8")  # the app comes on a command line
+
+    report = scan_paths([svc], ScanOptions(select=("C013",)))
+    found = sorted((v.path, v.line, v.evidence.get("app"), v.evidence.get("model_path")) for v in report.violations)
+    assert found == [
+        ("svc/gunicorn.conf.py", 4, "app.model_server:app", "svc/app/model_server.py"),
+        ("svc/run.py", 4, "app.model_server:app", "svc/app/model_server.py"),
+    ]
+    assert all(v.evidence["gpu_model_line"] == 6 for v in report.violations)
+    assert report.suppressed == 1
+    assert "multiprocessing.cpu_count() * 2 + 1" in report.violations[0].message
+
+    alone = scan_paths([svc / "run.py"], ScanOptions(select=("C013",)))  # the app's module is not scanned
+    assert alone.violations == ()

@@ -18,7 +18,7 @@ import tempfile
 import time
 import tokenize
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
@@ -232,11 +232,11 @@ def _char_col(line: str, byte_col: int) -> int:
     return len(line.encode("utf-8")[:byte_col].decode("utf-8", errors="replace")) + 1
 
 
-def run_rules(tree: ast.Module, path: str, codes: frozenset[str]) -> list[Hit]:
-    """The hits of the selected rules on a parsed module (one visitor pass)."""
+def run_rules(tree: ast.Module, path: str, codes: frozenset[str]) -> tuple[list[Hit], dict[str, Any]]:
+    """The hits of the selected rules on a parsed module (one visitor pass) and the file's cross-file facts."""
     ctx = FileContext(path, rule_set(codes))
     hits = FileVisitor(ctx).run(tree)
-    return [h for h in hits if h.code in codes]
+    return [h for h in hits if h.code in codes], ctx.facts
 
 
 @dataclass
@@ -245,13 +245,17 @@ class _FileOutcome:
     hits: list[Hit]
     suppressed: int
     lines: int
+    deferred: list[tuple[tuple[str, str], Violation]] = field(default_factory=list)
+    """Violations that count only if another scanned file provides a fact (``Hit.requires``)."""
+    facts: dict[str, Any] = field(default_factory=dict)
+    """What this file provides to rules in other files."""
 
 
 def _check_text(text: str, display: str, codes: frozenset[str]) -> _FileOutcome:
     """Parse and check one file's text (raises SyntaxError/ValueError/RecursionError on unparsable input)."""
     tree = ast.parse(text, filename=display)
     lines = text.splitlines()
-    hits = run_rules(tree, display, codes)
+    hits, facts = run_rules(tree, display, codes)
     kept: list[Hit] = []
     suppressed = 0
     for hit in hits:
@@ -268,15 +272,58 @@ def _check_text(text: str, display: str, codes: frozenset[str]) -> _FileOutcome:
             seen.add(key)
             unique.append(hit)
     violations = []
+    deferred: list[tuple[tuple[str, str], Violation]] = []
+    immediate: list[Hit] = []
     for hit in unique:
         line = lines[hit.line - 1] if 0 < hit.line <= len(lines) else ""
         end_line = lines[hit.end_line - 1] if 0 < hit.end_line <= len(lines) else ""
-        violations.append(Violation(
+        violation = Violation(
             code=hit.code, path=display, line=hit.line, column=_char_col(line, hit.byte_col),
             end_line=hit.end_line, end_column=_char_col(end_line, hit.end_byte_col), message=hit.message,
             evidence=hit.evidence, function=hit.function, line_text=line.strip(), fixable=hit.edit is not None,
-        ))
-    return _FileOutcome(violations, unique, suppressed, len(lines))
+        )
+        if hit.requires is not None:
+            deferred.append((hit.requires, violation))
+        else:
+            violations.append(violation)
+            immediate.append(hit)
+    return _FileOutcome(violations, immediate, suppressed, len(lines), deferred, facts)
+
+
+def module_names(display: str) -> list[str]:
+    """Dotted module names a scanned file may be imported as.
+
+    ``src/pkg/main.py`` -> main, pkg.main, src.pkg.main; a package's ``__init__.py`` is the package.
+    """
+    parts = [p for p in Path(display).with_suffix("").parts if p not in ("", ".", "/")]
+    if parts and parts[-1] == "__init__":
+        parts = parts[:-1]
+    return [".".join(parts[i:]) for i in range(len(parts) - 1, -1, -1)] if parts else []
+
+
+def resolve_cross_file(outcomes: Sequence[tuple[str, _FileOutcome]]) -> dict[str, list[Violation]]:
+    """The deferred violations whose required fact another scanned file provides, by the launcher's path.
+
+    A module name that several files could be (``main`` in two folders) resolves to the one in the launcher's own
+    folder first, then to the first by path.
+    """
+    providers: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for display, outcome in outcomes:
+        if outcome.facts:
+            for name in module_names(display):
+                providers.setdefault(name, []).append((display, outcome.facts))
+    found: dict[str, list[Violation]] = {}
+    for display, outcome in outcomes:
+        for (fact, module), violation in outcome.deferred:
+            candidates = [(path, facts) for path, facts in providers.get(module, []) if fact in facts]
+            if not candidates:
+                continue
+            folder = Path(display).parent
+            candidates.sort(key=lambda c: (Path(c[0]).parent != folder, c[0]))
+            path, facts = candidates[0]
+            evidence = {**violation.evidence, "model_path": path, fact.split(".", 1)[-1]: facts[fact]}
+            found.setdefault(display, []).append(replace(violation, evidence=evidence))
+    return found
 
 
 def scan_source(text: str, path: str = "<string>", select: Iterable[str] | None = None) -> list[Violation]:
@@ -400,6 +447,7 @@ def scan_paths(paths: Sequence[str | Path], options: ScanOptions | None = None) 
     violations: list[Violation] = []
     fixes: list[AppliedFix] = []
     files = lines_total = suppressed = 0
+    outcomes: list[tuple[str, _FileOutcome]] = []
     for root in roots:
         config = root_configs[root]
         for path in iter_files([root], problems, config_for=lambda _p, c=config: c):
@@ -409,6 +457,13 @@ def scan_paths(paths: Sequence[str | Path], options: ScanOptions | None = None) 
             files += 1
             lines_total += outcome.lines
             suppressed += outcome.suppressed
+            outcomes.append((display_path(path), outcome))
+    cross_file = resolve_cross_file(outcomes)
+    for display, outcome in outcomes:
+        extra = cross_file.get(display)
+        if extra:  # the file's cross-file findings go among its others, in line order
+            violations.extend(sorted([*outcome.violations, *extra], key=lambda v: (v.line, v.column, v.code)))
+        else:
             violations.extend(outcome.violations)
     selected = sorted(set().union(*(c.select for c in root_configs.values()))) if root_configs else []
     return ScanReport(

@@ -60,6 +60,9 @@ class Hit:
     """Enclosing function's qualified name, or None at module level."""
     edit: Edit | None = None
     """A safe fix, when the rule has one."""
+    requires: tuple[str, str] | None = None
+    """Cross-file: (fact, dotted module) -- the hit counts only if a scanned file that is that module provides
+    that fact (see ``FileContext.facts``); its value is added to the evidence."""
 
 
 @dataclass
@@ -288,6 +291,8 @@ class FileContext:
         self.rules = rules
         self.aliases: dict[str, str] = {}
         """Local name -> qualified name, from imports."""
+        self.facts: dict[str, Any] = {}
+        """What this file tells rules looking from other files (``C013.gpu_model_line``): see ``Hit.requires``."""
         self.defined: set[str] = set()
         """Names defined by def/class at any level (shadowing builtins like ``open``)."""
         self.uses_torch = False
@@ -735,6 +740,10 @@ class FileVisitor:
 
     # -- assignments and data flow ------------------------------------------------------------------------
     def visit_assign(self, node: ast.Assign | ast.AnnAssign) -> None:
+        node_hooks = self.rules.on_node.get(node.__class__)
+        if node_hooks:  # (generic_visit fires these for the other node types)
+            for hook in node_hooks:
+                hook(node, self.ctx)
         value = node.value
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         if value is not None:

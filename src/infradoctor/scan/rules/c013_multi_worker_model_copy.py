@@ -1,10 +1,12 @@
 """C013 multi-worker-model-copy: several server workers each load their own copy of a GPU model.
 
 What it detects:
-    A file that starts a server with more than one worker process (``uvicorn.run(..., workers=N)`` or
-    ``uvicorn.Config(..., workers=N)`` with N > 1 or not a literal) and puts a model on the GPU
-    (``model.cuda()``, ``model.to("cuda")``, ``.to(device)`` with a CUDA device, a load with ``device="cuda"`` or
-    ``device_map=...``).
+    A server started with more than one worker process (``uvicorn.run(..., workers=N)`` or
+    ``uvicorn.Config(..., workers=N)`` with N > 1 or not a literal, or a gunicorn configuration file with
+    ``workers = N`` and ``wsgi_app = "pkg.main:app"``) whose app puts a model on the GPU (``model.cuda()``,
+    ``model.to("cuda")``, ``.to(device)`` with a CUDA device, a load with ``device="cuda"`` or ``device_map=...``):
+    in the same file, or in the app's module named by an import string (``uvicorn.run("pkg.main:app", ...)``,
+    ``wsgi_app``) when that module is among the scanned files.
 
 Why it matters:
     Each worker process imports the app and loads the model: N copies of the weights on the same GPU, N CUDA
@@ -12,9 +14,11 @@ Why it matters:
     small N and latency rises (S004 at run time).
 
 How it is measured:
-    Statically, within one file: worker counts from the server call's keywords; GPU placement from calls on
-    model-like names. An app started from another file (``"pkg.main:app"``), gunicorn configuration files and
-    command lines are not followed.
+    Statically: worker counts from the server call's keywords or the gunicorn file's module-level assignments;
+    GPU placement from calls on model-like names. An import string is resolved against the scanned files
+    (``pkg.main`` is ``pkg/main.py`` or ``pkg/main/__init__.py`` under any scanned folder, the launcher's own folder
+    first); the finding's evidence then names the model's file and line. Command lines (``uvicorn main:app
+    --workers 4``, Dockerfiles, Procfiles) are not read.
 
 Fix:
     One worker per GPU with request batching inside it (or a model server such as Triton, TorchServe, vLLM,
@@ -24,28 +28,57 @@ Fix:
 from __future__ import annotations
 
 import ast
+from typing import Any
 
 from infradoctor.scan.visitor import CallInfo, FileContext, Hit, is_model_name
 
 CODE = "C013"
 CALL_NAMES = frozenset({"run", "Config", "cuda", "to"})
+NODES = (ast.Assign,)
+GPU_FACT = "C013.gpu_model_line"
+"""What a file that puts a model on the GPU tells launchers in other files: the line where it does."""
+
+
+def _state(ctx: FileContext) -> dict[str, Any]:
+    state: dict[str, Any] = ctx.data.setdefault(CODE, {"servers": [], "gpu": [], "gunicorn": {}})
+    return state
+
+
+def _workers(value: ast.expr) -> str | None:
+    """The worker count as written, or None when it is a literal of at most 1."""
+    if isinstance(value, ast.Constant) and isinstance(value.value, int) and value.value <= 1:
+        return None
+    return str(value.value) if isinstance(value, ast.Constant) else ast.unparse(value)
+
+
+def _app_module(value: ast.expr | None) -> str | None:
+    """``pkg.main`` from an import string ``"pkg.main:app"``."""
+    if isinstance(value, ast.Constant) and isinstance(value.value, str) and ":" in value.value:
+        module = value.value.split(":", 1)[0].strip()
+        return module or None
+    return None
 
 
 def check(call: CallInfo, ctx: FileContext) -> None:
     """Collect worker counts and GPU placement of models."""
-    state: dict[str, list[Hit]] = ctx.data.setdefault(CODE, {"servers": [], "gpu": []})
+    state = _state(ctx)
     node = call.node
     if call.name in ("run", "Config") and call.qualname in ("uvicorn.run", "uvicorn.Config"):
         kw = call.keyword("workers")
         if kw is None:
             return
-        value = kw.value
-        if isinstance(value, ast.Constant) and isinstance(value.value, int) and value.value <= 1:
+        workers = _workers(kw.value)
+        if workers is None:
             return
-        workers = str(value.value) if isinstance(value, ast.Constant) else ast.unparse(value)
-        state["servers"].append(ctx.make_hit(
+        app_kw = call.keyword("app")
+        app = node.args[0] if node.args else (app_kw.value if app_kw is not None else None)
+        module = _app_module(app)
+        evidence: dict[str, Any] = {"workers": workers}
+        if module is not None:
+            evidence["app"] = app.value  # type: ignore[union-attr]
+        state["servers"].append((ctx.make_hit(
             CODE, node, f"{call.qualname}(workers={workers}) starts several processes and each loads its own copy "
-            "of the GPU model", {"workers": workers}))
+            "of the GPU model", evidence), module))
     elif call.name in ("cuda", "to") and _on_model(call, ctx) and (
             call.name == "cuda" or any(ctx.is_cuda_expr(a) for a in node.args) or any(
                 kw.arg == "device" and ctx.is_cuda_expr(kw.value) for kw in node.keywords)):
@@ -68,17 +101,48 @@ def _is_model_build(node: ast.Call, ctx: FileContext) -> bool:
 
 def check_model_load(call: CallInfo, ctx: FileContext) -> None:
     """A load that places the model on the GPU directly (``device="cuda"``, ``device_map="auto"``)."""
-    state: dict[str, list[Hit]] = ctx.data.setdefault(CODE, {"servers": [], "gpu": []})
+    state = _state(ctx)
     for kw in call.node.keywords:
         if (kw.arg == "device" and ctx.is_cuda_expr(kw.value)) or kw.arg == "device_map":
             state["gpu"].append(ctx.make_hit(CODE, call.node, "", {}))
 
 
-def file_end(ctx: FileContext) -> None:
-    """Report multi-worker servers in files that put a model on the GPU."""
-    state: dict[str, list[Hit]] | None = ctx.data.get(CODE)
-    if not state or not state["gpu"]:
+def check_node(node: ast.AST, ctx: FileContext) -> None:
+    """Module-level ``workers = N`` and ``wsgi_app = "pkg.main:app"`` in a gunicorn configuration file."""
+    if not isinstance(node, ast.Assign) or ctx.scope.kind != "module" or "gunicorn" not in _basename(ctx.path):
         return
-    for hit in state["servers"]:
-        hit.evidence["gpu_model_line"] = state["gpu"][0].line
-        ctx.hits.append(hit)
+    for target in node.targets:
+        if isinstance(target, ast.Name) and target.id in ("workers", "wsgi_app"):
+            _state(ctx)["gunicorn"][target.id] = node
+
+
+def _basename(path: str) -> str:
+    return path.replace("\\", "/").rsplit("/", 1)[-1].lower()
+
+
+def file_end(ctx: FileContext) -> None:
+    """Report multi-worker servers whose app puts a model on the GPU: here, or (deferred) in the app's module."""
+    state: dict[str, Any] | None = ctx.data.get(CODE)
+    if not state:
+        return
+    servers: list[tuple[Hit, str | None]] = list(state["servers"])
+    gunicorn = state["gunicorn"]
+    if "workers" in gunicorn and "wsgi_app" in gunicorn:
+        workers = _workers(gunicorn["workers"].value)
+        module = _app_module(gunicorn["wsgi_app"].value)
+        if workers is not None and module is not None:
+            app = gunicorn["wsgi_app"].value.value
+            servers.append((ctx.make_hit(
+                CODE, gunicorn["workers"], f"gunicorn workers = {workers} starts several processes and each loads "
+                "its own copy of the GPU model", {"workers": workers, "app": app}), module))
+    if state["gpu"]:
+        line = state["gpu"][0].line
+        ctx.facts[GPU_FACT] = line
+        for hit, _ in servers:
+            hit.evidence["gpu_model_line"] = line
+            ctx.hits.append(hit)
+        return
+    for hit, module in servers:
+        if module is not None:  # counts only if the scan also reads that module and it loads a GPU model
+            hit.requires = (GPU_FACT, module)
+            ctx.hits.append(hit)
