@@ -152,3 +152,15 @@ def test_every_load_rule_documents_its_sections() -> None:
     for code in ("S001", "S003", "S005", "S006", "S007", "S008", "S009"):
         for section in ("What it detects", "Why it matters", "How it is measured", "Fix"):
             assert section in docs[code], (code, section)
+
+
+def test_knee_must_clear_the_p99_confidence_intervals() -> None:
+    # p99 +60% with flat goodput, but the intervals overlap (a short, noisy point): not a knee
+    noisy = [CurvePoint(1, 100, 10, 0.0, (6.0, 15.0)), CurvePoint(2, 101, 16, 0.0, (9.0, 30.0))]
+    assert find_knee(noisy) is None
+    clear = [CurvePoint(1, 100, 10, 0.0, (9.5, 10.6)), CurvePoint(2, 101, 16, 0.0, (15.0, 17.0))]
+    knee = find_knee(clear)
+    assert knee is not None and knee.level == 1
+    out = knee.to_dict("concurrency")
+    assert out["p99_ci_ms"] == [9.5, 10.6] and out["next"]["p99_ci_ms"] == [15.0, 17.0]
+    assert "beyond both p99 95% intervals" in out["rule"]

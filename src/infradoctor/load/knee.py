@@ -4,7 +4,10 @@ Definition (used by rule S008 and ``metrics.knee``): walk the points in order of
 (successful responses per second) and p99 latency. The knee is the first point *i* whose next point *i+1* gains
 less than ``THROUGHPUT_GAIN`` (10%) goodput while its p99 grows by more than ``LATENCY_GROWTH`` (50%). The knee
 level lies between the levels of *i* and *i+1* (``level_range``); the point *i* gives the load, throughput and
-p99 reported. Points where the load generator saturated are skipped; no knee is reported when none qualifies.
+p99 reported. When the points carry 95% confidence intervals for their p99 (order statistics of the histogram,
+:meth:`~infradoctor.load.histogram.Histogram.quantile_ci_us`), the rise must also clear them: the next point's
+interval lies wholly above the knee's, so sampling noise in a short point cannot make a knee. Points where the load
+generator saturated are skipped; no knee is reported when none qualifies. ``metrics.knee`` carries both intervals.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ class CurvePoint:
     """p99 latency."""
     error_rate: float = 0.0
     """Failed / finished requests."""
+    p99_ci_ms: tuple[float, float] | None = None
+    """95% confidence interval of the p99, when known."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,10 @@ class Knee:
     """Relative goodput gain from the knee to the next level."""
     latency_growth: float
     """Relative p99 growth from the knee to the next level."""
+    p99_ci_ms: tuple[float, float] | None = None
+    """95% interval of the p99 at the knee."""
+    next_p99_ci_ms: tuple[float, float] | None = None
+    """95% interval of the p99 at the next level (wholly above the knee's when both are known)."""
 
     def to_dict(self, kind: str) -> dict[str, Any]:
         """``metrics.knee``; ``kind`` is ``concurrency`` or ``rate``."""
@@ -66,15 +75,29 @@ class Knee:
             "throughput_rps": round(self.throughput_rps, 3),
             "p99_ms": round(self.p99_ms, 3),
             "level_range": [self.level, self.next_level],
+            "p99_ci_ms": _ci(self.p99_ci_ms),
             "next": {
                 "level": self.next_level,
                 "throughput_rps": round(self.next_throughput_rps, 3),
                 "p99_ms": round(self.next_p99_ms, 3),
+                "p99_ci_ms": _ci(self.next_p99_ci_ms),
             },
             "throughput_gain": round(self.throughput_gain, 4),
             "latency_growth": round(self.latency_growth, 4),
-            "rule": f"next level gains < {THROUGHPUT_GAIN:.0%} goodput while p99 grows > {LATENCY_GROWTH:.0%}",
+            "rule": f"next level gains < {THROUGHPUT_GAIN:.0%} goodput while p99 grows > {LATENCY_GROWTH:.0%}"
+            + (", beyond both p99 95% intervals" if self.p99_ci_ms and self.next_p99_ci_ms else ""),
         }
+
+
+def _ci(interval: tuple[float, float] | None) -> list[float] | None:
+    return [round(interval[0], 3), round(interval[1], 3)] if interval is not None else None
+
+
+def _separated(here: CurvePoint, after: CurvePoint) -> bool:
+    """The next p99 lies beyond the knee's interval (True when either interval is unknown)."""
+    if here.p99_ci_ms is None or after.p99_ci_ms is None:
+        return True
+    return after.p99_ci_ms[0] > here.p99_ci_ms[1]
 
 
 def find_knee(points: Sequence[CurvePoint]) -> Knee | None:
@@ -88,7 +111,7 @@ def find_knee(points: Sequence[CurvePoint]) -> Knee | None:
             continue
         gain = after.goodput_rps / here.goodput_rps - 1.0
         growth = after.p99_ms / here.p99_ms - 1.0
-        if gain < THROUGHPUT_GAIN and growth > LATENCY_GROWTH:
+        if gain < THROUGHPUT_GAIN and growth > LATENCY_GROWTH and _separated(here, after):
             return Knee(
                 index=index,
                 level=here.level,
@@ -99,5 +122,7 @@ def find_knee(points: Sequence[CurvePoint]) -> Knee | None:
                 next_p99_ms=after.p99_ms,
                 throughput_gain=gain,
                 latency_growth=growth,
+                p99_ci_ms=here.p99_ci_ms,
+                next_p99_ci_ms=after.p99_ci_ms,
             )
     return None

@@ -95,9 +95,9 @@ def sections(result: Result) -> list[Section]:
         nxt = knee.get("next") or {}
         lines.append(
             f"Knee at {knee.get('kind')} {knee.get('level'):g}: {knee.get('throughput_rps')} req/s, p99 "
-            f"{format_value(knee.get('p99_ms'))} ms; next level {format_value(nxt.get('level'))}: "
-            f"{nxt.get('throughput_rps')} req/s, p99 "
-            f"{format_value(nxt.get('p99_ms'))} ms ({knee.get('rule')})."
+            f"{format_value(knee.get('p99_ms'))} ms{_ci_text(knee.get('p99_ci_ms'))}; next level "
+            f"{format_value(nxt.get('level'))}: {nxt.get('throughput_rps')} req/s, p99 "
+            f"{format_value(nxt.get('p99_ms'))} ms{_ci_text(nxt.get('p99_ci_ms'))} ({knee.get('rule')})."
         )
     elif points:
         lines.append("No knee: throughput kept growing with load (or too few levels to tell).")
@@ -218,3 +218,10 @@ def sections(result: Result) -> list[Section]:
             )
         )
     return out
+
+
+def _ci_text(interval: Any) -> str:
+    """`` (95% CI 9.5-10.6)`` for a [low, high] pair, else nothing."""
+    if isinstance(interval, (list, tuple)) and len(interval) == 2:
+        return f" (95% CI {format_value(interval[0])}-{format_value(interval[1])})"
+    return ""

@@ -119,8 +119,11 @@ class SweepResult:
 
 def curve_point(point: PointResult) -> CurvePoint:
     """A point's position on the throughput-latency curve."""
-    p99 = point.latency.percentiles_us([99.0])[0] / 1000.0 if point.latency.count else math.nan
-    return CurvePoint(point.level, point.goodput_rps, p99, point.error_rate)
+    if not point.latency.count:
+        return CurvePoint(point.level, point.goodput_rps, math.nan, point.error_rate)
+    p99 = point.latency.percentiles_us([99.0])[0] / 1000.0
+    low, high = point.latency.quantile_ci_us(0.99)
+    return CurvePoint(point.level, point.goodput_rps, p99, point.error_rate, (low / 1000.0, high / 1000.0))
 
 
 PointCallback = Callable[[PointResult], None]

@@ -3,8 +3,9 @@
 What it detects:
     The knee of the throughput-latency curve of a sweep, defined precisely in :mod:`infradoctor.load.knee`: the
     first point *i* (by offered load) whose next point gains less than 10% goodput (successful responses per
-    second) while its p99 grows by more than 50%. The knee lies between the two levels; point *i* gives the load,
-    throughput and p99 reported.
+    second) while its p99 grows by more than 50%, and the next point's p99 95% confidence interval lies wholly
+    above point *i*'s (so the rise is not sampling noise). The knee lies between the two levels; point *i* gives
+    the load, throughput, p99 and its interval reported.
 
 Why it matters:
     The knee is the service's usable capacity: below it, more load buys more throughput at similar latency;
