@@ -91,6 +91,18 @@ async def echo(request):
         return web.Response(status=400, text="bad json")
     return web.Response(text="ok")
 
+async def reset_every(request):
+    # counts the requests it saw (per `key`, read back from /seen) and resets every n-th connection mid-request
+    key = request.query.get("key", "default")
+    counters[key] = counters.get(key, 0) + 1
+    if counters[key] % int(request.query.get("n", "50")) == 0:
+        request.transport.abort()
+        await asyncio.sleep(0.01)
+    return web.Response(text="ok")
+
+async def seen(request):
+    return web.Response(text=str(counters.get(request.query.get("key", "default"), 0)))
+
 async def close(request):
     response = web.Response(text="bye")
     response.force_close()  # Connection: close after every response
@@ -100,7 +112,8 @@ app = web.Application()
 app.add_routes([web.get("/", root), web.get("/fixed", fixed), web.get("/bounded", bounded_handler),
                 web.get("/flaky", flaky), web.get("/reset", reset), web.get("/stall", stall),
                 web.get("/cold", cold), web.get("/timing", timing), web.post("/v1/chat/completions", chat),
-                web.post("/echo", echo), web.get("/close", close)])
+                web.post("/echo", echo), web.get("/close", close), web.get("/reset_every", reset_every),
+                web.get("/seen", seen)])
 web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None)
 """
 for _name, _value in {"__SLOTS__": SLOTS, "__SLOT_S__": SLOT_S, "__TTFT_S__": TTFT_S, "__ITL_S__": ITL_S}.items():

@@ -285,3 +285,18 @@ def test_fast_path_counts_exactly_what_the_general_path_counts(
         assert run.stopping and fast_res.sent == fast_res.completed == fast_res.completed_in_window == max_requests
     else:  # the point ended at 2.5 s: the worker stopped issuing, one response came after the end
         assert run.stopping and fast_res.completed == fast_res.completed_in_window + 1 and fast_res.completed > 1000
+
+
+def test_a_failure_after_the_window_ends_the_closed_loop(loop: asyncio.AbstractEventLoop) -> None:
+    clock = FakeClock(100.0)
+    run = make_run(loop, clock)
+    conn = run.conn_class(run, 0)
+    transport = FakeTransport()
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    run.conns.add(conn)
+    run._issue(0, conn)
+    clock.now = 102.5  # past the 2 s window: the connection is reset before any byte of the response came
+    conn.connection_lost(ConnectionResetError())
+    assert run.stopping and run.result.errors == {"reset": 1}
+    loop.run_until_complete(asyncio.sleep(0.01))  # no reconnect was scheduled for the worker
+    assert not run.tasks and len(transport.written) == 1 and run.result.sent == 1

@@ -159,6 +159,17 @@ def test_connection_resets(sick: Running) -> None:
     assert point.ok == 0 and point.latency.count == 30
 
 
+def test_a_request_budget_is_exact_when_connections_reset_mid_run(sick: Running) -> None:
+    """--requests N sends exactly N requests, resets and reconnects included (the fast path shares the budget)."""
+    from infradoctor.procs import http_get
+
+    url = f"{sick.url}/reset_every?n=40&key=budget"
+    point = run_point(RequestSpec(url, capture_headers=()), concurrency=4, requests=2000, duration_s=None, timeout_s=5)
+    assert (point.sent, point.completed, point.latency.count) == (2000, 2000, 2000)
+    assert point.errors == {"reset": 50} and point.ok == 1950
+    assert http_get(f"{sick.url}/seen?key=budget", max_body=64).body.strip() == b"2000"  # and no extra request
+
+
 def test_stalls_beyond_timeout_are_read_timeouts_kept_at_the_timeout(sick: Running) -> None:
     point = run_point(RequestSpec(f"{sick.url}/stall"), concurrency=1, requests=20, duration_s=None, timeout_s=0.3)
     assert point.errors == {"read_timeout": 4}

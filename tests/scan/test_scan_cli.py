@@ -424,3 +424,29 @@ def test_c013_follows_an_app_import_string_and_gunicorn_files_to_the_gpu_model(
 
     alone = scan_paths([svc / "run.py"], ScanOptions(select=("C013",)))  # the app's module is not scanned
     assert alone.violations == ()
+
+
+def test_c013_resolves_the_app_module_as_python_would(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`main:app` next to the launcher is that folder's main.py, not a GPU main.py in a sibling service."""
+    monkeypatch.chdir(tmp_path)
+    gpu = "import torch\nmodel = torch.nn.Linear(2, 2).cuda()\n"
+    for name, text in {
+        "mono/service_a/run.py": "import uvicorn\nuvicorn.run('main:app', workers=4)\n",
+        "mono/service_a/main.py": "import torch\nmodel = torch.nn.Linear(2, 2)\n",  # CPU only
+        "mono/service_b/main.py": gpu,
+        "mono/service_c/scripts/serve.py": "import uvicorn\nuvicorn.run('main:app', workers=2)\n",
+        "mono/service_c/main.py": gpu,  # one folder above the launcher: found
+        "mono/service_d/gunicorn.conf.py": "workers: int = 3\nwsgi_app: str = 'main:app'\n",
+        "mono/service_d/main.py": gpu,
+        "mono/service_d/test_gunicorn_settings.py": "workers = 4\nwsgi_app = 'main:app'\n",  # not a config file
+    }.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    report = scan_paths([tmp_path / "mono"], ScanOptions(select=("C013",)))
+    found = sorted((Path(v.path).relative_to("mono").as_posix(), v.evidence["model_path"]) for v in report.violations)
+    assert found == [
+        ("service_c/scripts/serve.py", str(Path("mono/service_c/main.py"))),
+        ("service_d/gunicorn.conf.py", str(Path("mono/service_d/main.py"))),
+    ]
+    twice = scan_paths([tmp_path / "mono", tmp_path / "mono" / "service_c"], ScanOptions(select=("C013",)))
+    assert len(twice.violations) == 3  # the overlapping root repeats its file once, as for any finding

@@ -251,7 +251,9 @@ class FastConnection(Connection):
     the next request (``fast_data``) is written at once: no driver call, no per-request bookkeeping. The driver
     folds the buffer into its histogram and counters in batches (before anything else it handles, and at every
     housekeeping tick, so the buffer holds at most a tenth of a second of responses); the result is the same as
-    recording each response one by one. Everything else takes the general path. ``on_message_complete`` is made
+    recording each response one by one, up to the spacing of clock reads (the fast path takes a request's issue time
+    from the clock read that completed the previous response, the general path from one at its write, well under a
+    microsecond later). Everything else takes the general path. ``on_message_complete`` is made
     per driver by :func:`fast_completion` (closure variables are the cheapest lookups Python has).
     """
 

@@ -583,10 +583,12 @@ class _PointRun:
         index = self.issued
         self.issued += 1
         self.result.sent += 1
+        self.fast_left -= 1  # a request issued here comes out of the fast path's budget (--requests N)
         return self.requests[index % len(self.requests)], index
 
     def _issue(self, worker: int, conn: Connection | None) -> None:
         """Closed loop: the worker's next request, on its connection or a new one."""
+        self._fold()  # (called later, after a failure: the count of issued requests must include the buffer)
         if self.stopping or (self.max_requests is not None and self.issued >= self.max_requests):
             if conn is not None:
                 self.idle.append(conn)
@@ -1006,6 +1008,8 @@ class _PointRun:
                     error=error_class,
                 )
             )
+        if self.closed_loop and not self.stopping and now > self.t_end_window:
+            self._begin_stop()  # the measurement window is over: no reconnect, no more requests
 
     def on_closed(self, conn: Connection) -> None:
         self._fold()

@@ -290,39 +290,31 @@ def _check_text(text: str, display: str, codes: frozenset[str]) -> _FileOutcome:
     return _FileOutcome(violations, immediate, suppressed, len(lines), deferred, facts)
 
 
-def module_names(display: str) -> list[str]:
-    """Dotted module names a scanned file may be imported as.
+def resolve_cross_file(outcomes: Sequence[tuple[str, _FileOutcome]]) -> dict[int, list[Violation]]:
+    """The deferred violations whose required fact the named module provides, by index into ``outcomes``.
 
-    ``src/pkg/main.py`` -> main, pkg.main, src.pkg.main; a package's ``__init__.py`` is the package.
+    The module is found the way Python would find it when started from the launcher's folder or one above it:
+    ``pkg.main`` is ``pkg/main.py`` (or ``pkg/main/__init__.py``) under the launcher's folder, else under its
+    parent, and so on up; the nearest scanned file that is that module decides, whether or not it has the fact.
+    A module that is not among the scanned files decides nothing.
     """
-    parts = [p for p in Path(display).with_suffix("").parts if p not in ("", ".", "/")]
-    if parts and parts[-1] == "__init__":
-        parts = parts[:-1]
-    return [".".join(parts[i:]) for i in range(len(parts) - 1, -1, -1)] if parts else []
-
-
-def resolve_cross_file(outcomes: Sequence[tuple[str, _FileOutcome]]) -> dict[str, list[Violation]]:
-    """The deferred violations whose required fact another scanned file provides, by the launcher's path.
-
-    A module name that several files could be (``main`` in two folders) resolves to the one in the launcher's own
-    folder first, then to the first by path.
-    """
-    providers: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    files: dict[str, dict[str, Any]] = {}
     for display, outcome in outcomes:
-        if outcome.facts:
-            for name in module_names(display):
-                providers.setdefault(name, []).append((display, outcome.facts))
-    found: dict[str, list[Violation]] = {}
-    for display, outcome in outcomes:
+        files.setdefault(str(Path(display)), outcome.facts)
+    found: dict[int, list[Violation]] = {}
+    for index, (display, outcome) in enumerate(outcomes):
         for (fact, module), violation in outcome.deferred:
-            candidates = [(path, facts) for path, facts in providers.get(module, []) if fact in facts]
-            if not candidates:
-                continue
+            relative = Path(*module.split("."))
             folder = Path(display).parent
-            candidates.sort(key=lambda c: (Path(c[0]).parent != folder, c[0]))
-            path, facts = candidates[0]
-            evidence = {**violation.evidence, "model_path": path, fact.split(".", 1)[-1]: facts[fact]}
-            found.setdefault(display, []).append(replace(violation, evidence=evidence))
+            for base in (folder, *folder.parents):
+                names = [str(base / relative.with_suffix(".py")), str(base / relative / "__init__.py")]
+                target = next((name for name in names if name in files), None)
+                if target is None:
+                    continue
+                if fact in files[target]:
+                    evidence = {**violation.evidence, "model_path": target, fact.split(".", 1)[-1]: files[target][fact]}
+                    found.setdefault(index, []).append(replace(violation, evidence=evidence))
+                break
     return found
 
 
@@ -459,8 +451,8 @@ def scan_paths(paths: Sequence[str | Path], options: ScanOptions | None = None) 
             suppressed += outcome.suppressed
             outcomes.append((display_path(path), outcome))
     cross_file = resolve_cross_file(outcomes)
-    for display, outcome in outcomes:
-        extra = cross_file.get(display)
+    for index, (_, outcome) in enumerate(outcomes):
+        extra = cross_file.get(index)
         if extra:  # the file's cross-file findings go among its others, in line order
             violations.extend(sorted([*outcome.violations, *extra], key=lambda v: (v.line, v.column, v.code)))
         else:

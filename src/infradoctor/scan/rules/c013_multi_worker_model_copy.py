@@ -15,9 +15,11 @@ Why it matters:
 
 How it is measured:
     Statically: worker counts from the server call's keywords or the gunicorn file's module-level assignments;
-    GPU placement from calls on model-like names. An import string is resolved against the scanned files
-    (``pkg.main`` is ``pkg/main.py`` or ``pkg/main/__init__.py`` under any scanned folder, the launcher's own folder
-    first); the finding's evidence then names the model's file and line. Command lines (``uvicorn main:app
+    GPU placement from calls on model-like names. An import string is resolved against the scanned files as
+    Python would when started from the launcher's folder or one above it (``pkg.main`` is ``pkg/main.py`` or
+    ``pkg/main/__init__.py``, the nearest one deciding); the finding's evidence then names the model's file and line.
+    Gunicorn configuration files are ``gunicorn.conf.py`` and the like (``gunicorn_conf.py``,
+    ``gunicorn.prod.conf.py``, ``gunicorn_config.py``). Command lines (``uvicorn main:app
     --workers 4``, Dockerfiles, Procfiles) are not read.
 
 Fix:
@@ -28,13 +30,14 @@ Fix:
 from __future__ import annotations
 
 import ast
+import re
 from typing import Any
 
 from infradoctor.scan.visitor import CallInfo, FileContext, Hit, is_model_name
 
 CODE = "C013"
 CALL_NAMES = frozenset({"run", "Config", "cuda", "to"})
-NODES = (ast.Assign,)
+NODES = (ast.Assign, ast.AnnAssign)
 GPU_FACT = "C013.gpu_model_line"
 """What a file that puts a model on the GPU tells launchers in other files: the line where it does."""
 
@@ -109,15 +112,17 @@ def check_model_load(call: CallInfo, ctx: FileContext) -> None:
 
 def check_node(node: ast.AST, ctx: FileContext) -> None:
     """Module-level ``workers = N`` and ``wsgi_app = "pkg.main:app"`` in a gunicorn configuration file."""
-    if not isinstance(node, ast.Assign) or ctx.scope.kind != "module" or "gunicorn" not in _basename(ctx.path):
+    if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None or ctx.scope.kind != "module":
         return
-    for target in node.targets:
+    if not GUNICORN_CONFIG.match(ctx.path.replace("\\", "/").rsplit("/", 1)[-1]):
+        return
+    for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
         if isinstance(target, ast.Name) and target.id in ("workers", "wsgi_app"):
             _state(ctx)["gunicorn"][target.id] = node
 
 
-def _basename(path: str) -> str:
-    return path.replace("\\", "/").rsplit("/", 1)[-1].lower()
+GUNICORN_CONFIG = re.compile(r"gunicorn([._-][\w.-]*)?[._-]conf(ig)?([._-][\w.-]*)?\.py$", re.IGNORECASE)
+"""gunicorn.conf.py (gunicorn's default), gunicorn_conf.py, gunicorn.prod.conf.py, gunicorn_config.py, ..."""
 
 
 def file_end(ctx: FileContext) -> None:
