@@ -2,7 +2,8 @@
 
 1. Throughput. A local nginx answers `return 200 "hello"` (one worker, no access log). infradoctor's closed loop,
    `wrk -t1` and `hey` run against it in turn, interleaved over `--reps` rounds, with the same connection count
-   (`--connections`, 32) for `--duration` seconds each; infradoctor times every request into its histogram.
+   (`--connections`, 32) for `--duration` seconds each, each in a fresh process of its own; infradoctor times every
+   request into its histogram.
    infradoctor and wrk run back to back in alternating order each round, and the headline is the median of the
    per-round ratios (runs that shared the machine's state); goal >= 1.0x wrk and >= 2x hey (ratio of medians).
    The single-process engine is the headline; the same with header capture on (the CLI's default, reading
@@ -198,11 +199,37 @@ def run_hey(url: str, connections: int, duration: float) -> float | None:
     return float(match.group(1)) if match else None
 
 
+OURS_CHILD = r"""
+import json, sys
+sys.path.insert(0, sys.argv[6])
+from infradoctor.load import RequestSpec, run_point
+
+url, connections, duration, headers, processes = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4] == "1", int(sys.argv[5])
+spec = RequestSpec(url) if headers else RequestSpec(url, capture_headers=())
+if __name__ == "__main__":
+    point = run_point(spec, concurrency=connections, duration_s=duration, timeout_s=10, processes=processes)
+    print(json.dumps({"throughput_rps": point.throughput_rps, "completed": point.completed,
+                      "timed": point.latency.count}))
+"""
+
+
 def run_ours(url: str, args: argparse.Namespace, *, headers: bool = False, processes: int = 1) -> float:
-    spec = RequestSpec(url) if headers else RequestSpec(url, capture_headers=())
-    point = run_point(spec, concurrency=args.connections, duration_s=args.duration, timeout_s=10, processes=processes)
-    assert point.latency.count == point.completed, "every request is timed into the histogram"
-    return float(point.throughput_rps)
+    """infradoctor's closed loop in a fresh process of its own, as `infradoctor load` runs (and as wrk, hey and the
+    floor run): no state left over from earlier runs in this process."""
+    child = [str(args.connections), str(args.duration), "1" if headers else "0", str(processes), str(ROOT / "src")]
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as script:  # (a file: spawn re-imports main)
+        script.write(OURS_CHILD)
+    try:
+        out = subprocess.run(
+            [sys.executable, script.name, url, *child], capture_output=True, text=True, timeout=args.duration + 60
+        )
+    finally:
+        os.unlink(script.name)
+    if out.returncode != 0:
+        raise SystemExit(f"infradoctor run failed: {out.stderr[-2000:]}")
+    data = json.loads(out.stdout.strip().splitlines()[-1])
+    assert data["timed"] == data["completed"], "every request is timed into the histogram"
+    return float(data["throughput_rps"])
 
 
 def run_floor(url: str, connections: int, duration: float) -> float | None:
