@@ -244,3 +244,60 @@ def test_non_http_scopes_pass_through() -> None:
 def test_metrics_path_needs_metrics() -> None:
     with pytest.raises(ValueError):
         TimingMiddleware(staged_app(FakeClock()), metrics_path="/metrics")
+
+
+MULTIPROCESS_SERVER = '''
+import os, sys
+from pathlib import Path
+
+here = Path(__file__).resolve().parent
+prom = here / "prom"
+prom.mkdir(exist_ok=True)
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(prom)  # before prometheus_client is imported, as it requires
+(here / "mpapp.py").write_text("""
+import os
+from fastapi import FastAPI
+from infradoctor.serve import ServeMetrics, TimingMiddleware
+
+app = FastAPI()
+app.add_middleware(TimingMiddleware, metrics=ServeMetrics(), metrics_path="/metrics")
+
+
+@app.get("/")
+def root() -> dict:
+    return {"pid": os.getpid()}
+""")
+sys.path.insert(0, str(here))
+
+import uvicorn
+
+if __name__ == "__main__":
+    uvicorn.run("mpapp:app", host="127.0.0.1", port=int(sys.argv[1]), workers=2, log_level="warning")
+'''
+
+
+@pytest.mark.integration
+def test_metrics_of_several_uvicorn_workers_add_up_in_multiprocess_mode(tmp_path) -> None:
+    """uvicorn --workers 2 with PROMETHEUS_MULTIPROC_DIR: /metrics from either worker counts both workers' requests."""
+    from infradoctor.procs import http_get
+    from tests.support.servers import python_server
+
+    with python_server(MULTIPROCESS_SERVER, tmp_path, ready_path="/metrics", name="mp") as server:
+        base = f"http://127.0.0.1:{server.port}"
+        pids: set[int] = set()
+        sent = 0
+        while len(pids) < 2 and sent < 400:  # new connections until both workers have answered
+            answer = http_get(f"{base}/", timeout=5.0, max_body=100)
+            sent += 1
+            assert answer.status == 200, answer.reason
+            pids.add(json.loads(answer.body)["pid"])
+        assert len(pids) == 2, f"one worker took all {sent} connections"
+        for _ in range(4):  # whichever worker answers the scrape
+            text = http_get(f"{base}/metrics", timeout=5.0, max_body=1_000_000).body.decode()
+            counts = [
+                sample.value
+                for family in text_string_to_metric_families(text)
+                for sample in family.samples
+                if sample.name == "infradoctor_request_duration_seconds_count" and sample.labels.get("route") == "/"
+            ]
+            assert sum(counts) == sent, text

@@ -8,13 +8,19 @@ Metrics (``infradoctor`` is the default namespace):
 - ``infradoctor_requests_in_flight``: gauge of requests being served now.
 
 Each :class:`ServeMetrics` owns its own ``CollectorRegistry`` unless given one (pass
-``prometheus_client.REGISTRY`` to expose them with the process-wide default metrics). Several uvicorn/gunicorn
-worker processes each expose their own numbers; aggregate them in Prometheus, or use prometheus_client's
-multiprocess mode with a shared registry.
+``prometheus_client.REGISTRY`` to expose them with the process-wide default metrics).
+
+Several worker processes (``uvicorn --workers N``, gunicorn): set ``PROMETHEUS_MULTIPROC_DIR`` to an empty
+directory before the server starts (prometheus_client reads it at import). Each worker then writes its values
+there, and ``/metrics`` answered by any worker shows every worker's requests together (prometheus_client's
+multiprocess mode; the in-flight gauge sums the live workers). Empty the directory between server runs; with
+gunicorn, call ``prometheus_client.multiprocess.mark_process_dead(worker.pid)`` from its ``child_exit`` hook.
+Without the variable, each worker exposes only its own numbers, and a scrape sees whichever worker answered.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -35,12 +41,18 @@ class ServeMetrics:
         *,
         namespace: str = "infradoctor",
         buckets: Sequence[float] = DEFAULT_BUCKETS_S,
+        multiprocess: bool | None = None,
     ) -> None:
+        """``multiprocess``: aggregate the workers sharing ``PROMETHEUS_MULTIPROC_DIR`` (default: when it is set)."""
         try:
             import prometheus_client
         except ImportError as exc:  # pragma: no cover - the serve extra installs it
             raise MissingExtraError("prometheus-client", "serve", "Prometheus metrics") from exc
         self._client = prometheus_client
+        if multiprocess is None:
+            multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+        self.multiprocess = multiprocess
+        """The exposition aggregates every worker's values from ``PROMETHEUS_MULTIPROC_DIR``."""
         self.registry = registry if registry is not None else prometheus_client.CollectorRegistry()
         """The registry the metrics are registered in and exposed from."""
         self.request_duration = prometheus_client.Histogram(
@@ -61,6 +73,7 @@ class ServeMetrics:
             f"{namespace}_requests_in_flight",
             "Requests being served right now.",
             registry=self.registry,
+            multiprocess_mode="livesum",  # (used only in multiprocess mode: the sum over live workers)
         )
         # Label lookups cost more than observations; children are cached per label tuple.
         self._request_children: dict[tuple[str, str, int], Any] = {}
@@ -81,5 +94,11 @@ class ServeMetrics:
             schild.observe(ms / 1000.0)
 
     def exposition(self) -> tuple[bytes, str]:
-        """The registry in the Prometheus text format, and its content type."""
-        return self._client.generate_latest(self.registry), str(self._client.CONTENT_TYPE_LATEST)
+        """The registry in the Prometheus text format (every worker's, in multiprocess mode), and its content type."""
+        registry = self.registry
+        if self.multiprocess:
+            from prometheus_client import multiprocess
+
+            registry = self._client.CollectorRegistry()
+            multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        return self._client.generate_latest(registry), str(self._client.CONTENT_TYPE_LATEST)
