@@ -143,9 +143,15 @@ def test_level_and_header_options_are_read_alike_by_every_command() -> None:
     assert parse_levels(" 1, 2,8 ", int, "--concurrency") == [1, 2, 8]
     assert parse_levels("AUTO", int, "--concurrency") == "auto"
     assert parse_levels("0.5,10", float, "--rate") == [0.5, 10.0]
-    for bad, message in (("1,x", "cannot read --rate"), ("4,0", "--rate levels must be positive"), (",", "positive")):
+    for bad, message in (
+        ("1,x", "cannot read --rate"),
+        ("4,0", "--rate levels must be positive"),
+        (",", "positive"),
+        ("nan", "positive finite"),
+        ("10,inf", "positive finite"),
+    ):
         with pytest.raises(UsageError, match=message):
-            parse_levels(bad, float if "x" in bad else int, "--rate")
+            parse_levels(bad, float if any(c.isalpha() for c in bad) else int, "--rate")
     assert parse_headers(["Authorization: Bearer a:b", "X-Id:7"], "-H") == {"Authorization": "Bearer a:b", "X-Id": "7"}
     with pytest.raises(UsageError, match="bad --load-header 'nocolon'"):
         parse_headers(["nocolon"], "--load-header")

@@ -155,8 +155,8 @@ def parse_levels(text: str, kind: Callable[[str], Any], option: str) -> list[Any
         values = [kind(part) for part in text.replace(" ", "").split(",") if part]
     except ValueError:
         raise UsageError(f"cannot read {option} {text!r}; expected e.g. 1,2,4,8 or auto") from None
-    if not values or any(v <= 0 for v in values):
-        raise UsageError(f"{option} levels must be positive numbers: {text!r}")
+    if not values or any(not v > 0 or v == float("inf") for v in values):  # (also rejects nan and inf)
+        raise UsageError(f"{option} levels must be positive finite numbers: {text!r}")
     return values
 
 
