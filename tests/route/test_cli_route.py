@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
+from infradoctor.cli.base import parse_headers
 from infradoctor.errors import UsageError
-from infradoctor.route.diagnose import backend_request_url, parse_headers, parse_weights
+from infradoctor.route.diagnose import backend_request_url, parse_weights
 from tests.route.servers import backends, nginx_config
 from tests.support.servers import nginx
 
@@ -45,7 +46,7 @@ def test_backend_url_gets_the_router_path() -> None:
     assert backend_request_url("http://lb:80/v1/x?a=1", "http://10.0.0.1:8000") == "http://10.0.0.1:8000/v1/x?a=1"
     assert backend_request_url("http://lb:80/v1/x", "http://10.0.0.1:8000/other") == "http://10.0.0.1:8000/other"
     assert parse_weights("3,1", 2) == (3.0, 1.0) and parse_weights(None, 2) is None
-    assert parse_headers(["Authorization: Bearer x:y"]) == {"Authorization": "Bearer x:y"}
+    assert parse_headers(["Authorization: Bearer x:y"], "--header") == {"Authorization": "Bearer x:y"}
     with pytest.raises(UsageError):
         parse_weights("1", 2)
 

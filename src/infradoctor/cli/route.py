@@ -9,11 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-from infradoctor.cli.base import Command, add_result_options, finish_interruptible
+from infradoctor.cli.base import Command, add_result_options, finish_interruptible, parse_headers
 from infradoctor.errors import EXIT_INTERRUPTED, EXIT_TARGET, UsageError
 from infradoctor.load.engine import StopSignal
 from infradoctor.result import Result
-from infradoctor.route.diagnose import RouteOptions, diagnose, parse_headers, parse_weights, router_unreachable
+from infradoctor.route.diagnose import RouteOptions, diagnose, parse_weights, router_unreachable
 from infradoctor.route.rules._common import DEFAULT_SLOW_MS
 
 
@@ -91,7 +91,7 @@ class RouteCommand(Command):
             backends=tuple(args.backend),
             method=(args.method or ("POST" if body is not None else "GET")).upper(),
             body=body,
-            headers=parse_headers(args.header),
+            headers=parse_headers(args.header, "--header"),
             concurrency=args.concurrency,
             direct_concurrency=args.direct_concurrency,
             duration_s=args.duration,

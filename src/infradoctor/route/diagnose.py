@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -339,12 +339,3 @@ def parse_weights(text: str | None, count: int) -> tuple[float, ...] | None:
     return values
 
 
-def parse_headers(items: Sequence[str]) -> dict[str, str]:
-    """``-H 'Name: value'`` options as a dict; raises UsageError on a malformed one."""
-    out: dict[str, str] = {}
-    for item in items:
-        name, sep, value = item.partition(":")
-        if not sep or not name.strip():
-            raise UsageError(f"header must look like 'Name: value', got {item!r}")
-        out[name.strip()] = value.strip()
-    return out
