@@ -157,6 +157,12 @@ def test_level_and_header_options_are_read_alike_by_every_command() -> None:
         parse_headers(["nocolon"], "--load-header")
 
 
+@pytest.mark.parametrize("option,value", [("--duration", "nan"), ("--timeout", "inf"), ("--start-rate", "0")])
+def test_load_durations_and_rates_must_be_positive_and_finite(cli, option: str, value: str) -> None:
+    run = cli("load", "http://127.0.0.1:9/", option, value)
+    assert run.exit_code == 2 and "positive finite" in run.stderr
+
+
 def test_parser_builds() -> None:
     assert build_parser().prog == "infradoctor"
 

@@ -164,3 +164,28 @@ def test_knee_must_clear_the_p99_confidence_intervals() -> None:
     out = knee.to_dict("concurrency")
     assert out["p99_ci_ms"] == [9.5, 10.6] and out["next"]["p99_ci_ms"] == [15.0, 17.0]
     assert "beyond both p99 95% intervals" in out["rule"]
+
+
+def test_one_slow_request_in_a_short_point_does_not_move_the_knee() -> None:
+    """Under ~800 requests a p99 interval's top is the point's slowest request: the knee rule goes without it."""
+    from infradoctor.load.engine import PointResult
+    from infradoctor.load.knee import find_knee
+    from infradoctor.load.sweep import curve_point
+
+    def closed(concurrency: int, n: int, latency_us: int, slowest_us: int | None = None) -> PointResult:
+        point = PointResult(f"c={concurrency}", "closed", concurrency, None, None, timeout_s=5.0, duration_s=5.0)
+        point.completed = point.ok = point.completed_in_window = point.ok_in_window = n
+        for i in range(n):
+            point.latency.record(slowest_us if (i == 0 and slowest_us) else latency_us + i % 50)
+        return point
+
+    # serialized: goodput flat at 100/s, latency doubling; the first point's first request took 2 s (cold start)
+    short = [closed(1, 500, 10_000, 2_000_000), closed(2, 500, 20_000), closed(4, 500, 40_000)]
+    assert all(curve_point(p).p99_ci_ms is None for p in short)
+    knee = find_knee([curve_point(p) for p in short])
+    assert knee is not None and knee.level == 1
+    long = [closed(1, 2000, 10_000, 2_000_000), closed(2, 2000, 20_000), closed(4, 2000, 40_000)]
+    curve = [curve_point(p) for p in long]
+    assert all(c.p99_ci_ms is not None for c in curve) and curve[0].p99_ci_ms[1] < 20.0  # type: ignore[index]
+    knee = find_knee(curve)
+    assert knee is not None and knee.level == 1 and knee.p99_ci_ms is not None

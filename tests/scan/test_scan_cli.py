@@ -450,3 +450,15 @@ def test_c013_resolves_the_app_module_as_python_would(tmp_path: Path, monkeypatc
     ]
     twice = scan_paths([tmp_path / "mono", tmp_path / "mono" / "service_c"], ScanOptions(select=("C013",)))
     assert len(twice.violations) == 3  # the overlapping root repeats its file once, as for any finding
+
+    # from inside the launcher's folder (display paths then mix relative and absolute) the module is still found
+    monkeypatch.chdir(tmp_path / "mono" / "service_c" / "scripts")
+    inside = scan_paths([Path(".."), tmp_path / "mono" / "service_c" / "main.py"], ScanOptions(select=("C013",)))
+    assert [Path(v.path).name for v in inside.violations] == ["serve.py"]
+    # import strings that name no module are skipped, not a crash
+    (tmp_path / "odd.py").write_text(
+        "import uvicorn\nuvicorn.run('.:app', workers=2)\nuvicorn.run('/:app', workers=2)\n"
+        "uvicorn.run('a..b:app', workers=2)\n",
+        encoding="utf-8",
+    )
+    assert scan_paths([tmp_path / "odd.py"], ScanOptions(select=("C013",))).problems == ()

@@ -179,6 +179,8 @@ def test_server_that_exits_before_answering_is_exit_3(tmp_path: Path, cli: Calla
     (["--concurrency", "x"], "cannot read"),
     (["--steps", "5"], "do not apply"),
     (["--load-header", "nocolon"], "bad --load-header"),
+    (["--point-duration", "nan"], "positive finite"),
+    (["--load-timeout", "0"], "positive finite"),
 ])
 def test_usage_errors(cli: Callable, extra: list[str], message: str) -> None:
     run = cli("profile", "--load-url", "http://127.0.0.1:9/predict", *extra, "--", sys.executable, "-c", "pass")

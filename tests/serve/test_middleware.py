@@ -301,3 +301,14 @@ def test_metrics_of_several_uvicorn_workers_add_up_in_multiprocess_mode(tmp_path
                 if sample.name == "infradoctor_request_duration_seconds_count" and sample.labels.get("route") == "/"
             ]
             assert sum(counts) == sent, text
+
+
+def test_multiprocess_mode_follows_prometheus_client_not_a_late_environment_variable(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))  # set after prometheus_client was imported
+    metrics = ServeMetrics()
+    assert not metrics.multiprocess  # values still live in this process: its own exposition shows them
+    metrics.observe("/", "GET", 200, 0.01, {})
+    assert b"infradoctor_request_duration_seconds_count" in metrics.exposition()[0]
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path / "missing"))
+    with pytest.raises(ValueError, match="existing directory"):
+        ServeMetrics(multiprocess=True)

@@ -160,6 +160,17 @@ def parse_levels(text: str, kind: Callable[[str], Any], option: str) -> list[Any
     return values
 
 
+def positive_seconds(text: str) -> float:
+    """An argparse type: a positive, finite number (durations, timeouts, rates); nan, inf and 0 are usage errors."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text!r}")
+    return value
+
+
 def parse_headers(raw: Sequence[str], option: str) -> dict[str, str]:
     """Request headers from repeated ``'Name: value'`` options; usage errors name ``option``."""
     headers: dict[str, str] = {}

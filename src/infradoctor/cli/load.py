@@ -27,6 +27,7 @@ from infradoctor.cli.base import (
     finish_interruptible,
     parse_headers,
     parse_levels,
+    positive_seconds,
 )
 from infradoctor.errors import EXIT_INTERRUPTED, EXIT_TARGET, UsageError
 from infradoctor.load import client
@@ -86,15 +87,17 @@ class LoadCommand(Command):
         parser.add_argument(
             "--duration",
             "-d",
-            type=float,
+            type=positive_seconds,
             default=None,
             metavar="S",
             help="seconds per point (default 5 unless --requests is given)",
         )
         parser.add_argument("--requests", "-n", type=int, default=None, metavar="N", help="requests per point")
-        parser.add_argument("--timeout", type=float, default=30.0, metavar="S", help="per-request timeout (30)")
+        parser.add_argument(
+            "--timeout", type=positive_seconds, default=30.0, metavar="S", help="per-request timeout (30)"
+        )
         parser.add_argument("--max-concurrency", type=int, default=256, help="upper bound for --concurrency auto")
-        parser.add_argument("--start-rate", type=float, default=10.0, help="first rate of --rate auto")
+        parser.add_argument("--start-rate", type=positive_seconds, default=10.0, help="first rate of --rate auto")
         parser.add_argument("--max-connections", type=int, default=1024, help="open-loop connection pool limit")
         parser.add_argument(
             "--openai",

@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from infradoctor.cli.base import finish_interruptible, parse_headers, parse_levels
+from infradoctor.cli.base import finish_interruptible, parse_headers, parse_levels, positive_seconds
 from infradoctor.errors import EXIT_INTERRUPTED, EXIT_TARGET, UsageError
 from infradoctor.profile.launcher import ProfileOptions
 from infradoctor.profile.rules import RuleOptions
@@ -37,7 +37,7 @@ def add_load_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--load-url", metavar="URL", help="drive load at this URL of the server the command starts")
     group.add_argument("--ready-url", metavar="URL",
                        help="poll this URL until it answers before loading (default: the load URL's origin /)")
-    group.add_argument("--ready-timeout", type=float, default=DEFAULT_READY_TIMEOUT_S, metavar="S",
+    group.add_argument("--ready-timeout", type=positive_seconds, default=DEFAULT_READY_TIMEOUT_S, metavar="S",
                        help=f"give up waiting for the server after S seconds (default {DEFAULT_READY_TIMEOUT_S:g})")
     group.add_argument("--load-body", type=Path, metavar="FILE", help="request body (POST unless --load-method)")
     group.add_argument("--load-method", metavar="METHOD", help="HTTP method (default GET, POST with a body)")
@@ -45,10 +45,10 @@ def add_load_options(parser: argparse.ArgumentParser) -> None:
                        help="request header (repeatable)")
     group.add_argument("--concurrency", metavar="LIST|auto", default=",".join(map(str, DEFAULT_LEVELS)),
                        help="closed-loop concurrency levels, or auto (default %(default)s)")
-    group.add_argument("--point-duration", type=float, default=DEFAULT_POINT_DURATION_S, metavar="S",
+    group.add_argument("--point-duration", type=positive_seconds, default=DEFAULT_POINT_DURATION_S, metavar="S",
                        help="seconds per concurrency level (default %(default)s)")
     group.add_argument("--point-requests", type=int, metavar="N", help="requests per level instead of a duration")
-    group.add_argument("--load-timeout", type=float, default=30.0, metavar="S",
+    group.add_argument("--load-timeout", type=positive_seconds, default=30.0, metavar="S",
                        help="per-request timeout (default %(default)s)")
 
 

@@ -204,14 +204,20 @@ class Histogram:
         confidence for independent samples (normal approximation of the binomial). Latencies under load are
         correlated, so read the interval as a lower bound on the uncertainty.
         """
-        n = self.count
-        if n == 0:
+        if self.count == 0:
             return math.nan, math.nan
-        spread = z * math.sqrt(n * quantile * (1.0 - quantile))
-        low = max(1, math.floor(n * quantile - spread))
-        high = min(n, math.ceil(n * quantile + spread) + 1)
-        lo_v, hi_v = self.values_at_ranks([low, high])
+        lo_v, hi_v = self.values_at_ranks(list(self.quantile_ci_ranks(quantile, z)))
         return lo_v, hi_v
+
+    def quantile_ci_ranks(self, quantile: float, z: float = Z_95) -> tuple[int, int]:
+        """The 1-based ranks that bound :meth:`quantile_ci_us`.
+
+        When the upper one is the count, the interval's top is simply the slowest value: too few values for the
+        interval to say anything about that side.
+        """
+        n = self.count
+        spread = z * math.sqrt(n * quantile * (1.0 - quantile))
+        return max(1, math.floor(n * quantile - spread)), min(n, math.ceil(n * quantile + spread) + 1)
 
     def summary_ms(self) -> dict[str, float | int | list[float] | None]:
         """JSON summary in milliseconds: count, min, mean, p50/p90/p95/p99/p99.9, max and the p99 95% CI."""

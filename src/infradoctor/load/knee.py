@@ -6,7 +6,9 @@ less than ``THROUGHPUT_GAIN`` (10%) goodput while its p99 grows by more than ``L
 level lies between the levels of *i* and *i+1* (``level_range``); the point *i* gives the load, throughput and
 p99 reported. When the points carry 95% confidence intervals for their p99 (order statistics of the histogram,
 :meth:`~infradoctor.load.histogram.Histogram.quantile_ci_us`), the rise must also clear them: the next point's
-interval lies wholly above the knee's, so sampling noise in a short point cannot make a knee. Points where the load
+interval lies wholly above the knee's, so sampling noise cannot make a knee. Points get intervals only when they
+hold enough requests (about 800 and more) for the interval's top not to be simply their slowest request: with
+fewer, one cold or timed-out request would decide, and the rule goes without intervals. Points where the load
 generator saturated are skipped; no knee is reported when none qualifies. ``metrics.knee`` carries both intervals.
 """
 

@@ -122,8 +122,13 @@ def curve_point(point: PointResult) -> CurvePoint:
     if not point.latency.count:
         return CurvePoint(point.level, point.goodput_rps, math.nan, point.error_rate)
     p99 = point.latency.percentiles_us([99.0])[0] / 1000.0
-    low, high = point.latency.quantile_ci_us(0.99)
-    return CurvePoint(point.level, point.goodput_rps, p99, point.error_rate, (low / 1000.0, high / 1000.0))
+    ci: tuple[float, float] | None = None
+    if point.latency.quantile_ci_ranks(0.99)[1] < point.latency.count:
+        # enough requests (about 800 and more) for the interval to be more than "up to the slowest one", which one
+        # cold or timed-out request would set; fewer, and the knee rule does without intervals
+        low, high = point.latency.quantile_ci_us(0.99)
+        ci = (low / 1000.0, high / 1000.0)
+    return CurvePoint(point.level, point.goodput_rps, p99, point.error_rate, ci)
 
 
 PointCallback = Callable[[PointResult], None]

@@ -298,24 +298,30 @@ def resolve_cross_file(outcomes: Sequence[tuple[str, _FileOutcome]]) -> dict[int
     parent, and so on up; the nearest scanned file that is that module decides, whether or not it has the fact.
     A module that is not among the scanned files decides nothing.
     """
-    files: dict[str, dict[str, Any]] = {}
+    files: dict[Path, tuple[str, dict[str, Any]]] = {}  # by absolute path: display paths mix relative and absolute
     for display, outcome in outcomes:
-        files.setdefault(str(Path(display)), outcome.facts)
+        files.setdefault(_absolute(display), (display, outcome.facts))
     found: dict[int, list[Violation]] = {}
     for index, (display, outcome) in enumerate(outcomes):
         for (fact, module), violation in outcome.deferred:
             relative = Path(*module.split("."))
-            folder = Path(display).parent
+            folder = _absolute(display).parent
             for base in (folder, *folder.parents):
-                names = [str(base / relative.with_suffix(".py")), str(base / relative / "__init__.py")]
+                names = [base / relative.parent / f"{relative.name}.py", base / relative / "__init__.py"]
                 target = next((name for name in names if name in files), None)
                 if target is None:
                     continue
-                if fact in files[target]:
-                    evidence = {**violation.evidence, "model_path": target, fact.split(".", 1)[-1]: files[target][fact]}
+                target_display, facts = files[target]
+                if fact in facts:
+                    evidence = {**violation.evidence, "model_path": target_display, fact.split(".", 1)[-1]: facts[fact]}
                     found.setdefault(index, []).append(replace(violation, evidence=evidence))
                 break
     return found
+
+
+def _absolute(display: str) -> Path:
+    """A scanned file's absolute path, normalised (``..`` folded), without resolving links."""
+    return Path(os.path.abspath(display))
 
 
 def scan_source(text: str, path: str = "<string>", select: Iterable[str] | None = None) -> list[Violation]:

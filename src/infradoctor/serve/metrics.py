@@ -14,8 +14,11 @@ Several worker processes (``uvicorn --workers N``, gunicorn): set ``PROMETHEUS_M
 directory before the server starts (prometheus_client reads it at import). Each worker then writes its values
 there, and ``/metrics`` answered by any worker shows every worker's requests together (prometheus_client's
 multiprocess mode; the in-flight gauge sums the live workers). Empty the directory between server runs; with
-gunicorn, call ``prometheus_client.multiprocess.mark_process_dead(worker.pid)`` from its ``child_exit`` hook.
-Without the variable, each worker exposes only its own numbers, and a scrape sees whichever worker answered.
+gunicorn, call ``prometheus_client.multiprocess.mark_process_dead(worker.pid)`` from its ``child_exit`` hook
+(uvicorn has none: a worker it restarts leaves its last in-flight value behind). In this mode the exposition holds
+what the workers wrote to the directory (every multiprocess metric there, not the registry's own collectors such
+as ``python_info``). Without the variable, each worker exposes only its own numbers, and a scrape sees whichever
+worker answered.
 """
 
 from __future__ import annotations
@@ -43,14 +46,28 @@ class ServeMetrics:
         buckets: Sequence[float] = DEFAULT_BUCKETS_S,
         multiprocess: bool | None = None,
     ) -> None:
-        """``multiprocess``: aggregate the workers sharing ``PROMETHEUS_MULTIPROC_DIR`` (default: when it is set)."""
+        """Metrics in ``registry`` (a new one by default).
+
+        ``multiprocess``: aggregate the workers sharing ``PROMETHEUS_MULTIPROC_DIR``; by default, when
+        prometheus_client runs in its multiprocess mode (the variable was set when it was imported).
+        """
         try:
             import prometheus_client
         except ImportError as exc:  # pragma: no cover - the serve extra installs it
             raise MissingExtraError("prometheus-client", "serve", "Prometheus metrics") from exc
         self._client = prometheus_client
+        from prometheus_client import values
+
         if multiprocess is None:
-            multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+            # decided once, at prometheus_client's import: values are then written to the directory
+            multiprocess = values.ValueClass is not values.MutexValue
+        if multiprocess:
+            directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR") or os.environ.get("prometheus_multiproc_dir")  # noqa: SIM112
+            if not directory or not os.path.isdir(directory):
+                raise ValueError(
+                    f"Prometheus multiprocess mode needs PROMETHEUS_MULTIPROC_DIR to name an existing directory "
+                    f"(got {directory!r})"
+                )
         self.multiprocess = multiprocess
         """The exposition aggregates every worker's values from ``PROMETHEUS_MULTIPROC_DIR``."""
         self.registry = registry if registry is not None else prometheus_client.CollectorRegistry()

@@ -4,7 +4,8 @@ What it detects:
     The knee of the throughput-latency curve of a sweep, defined precisely in :mod:`infradoctor.load.knee`: the
     first point *i* (by offered load) whose next point gains less than 10% goodput (successful responses per
     second) while its p99 grows by more than 50%, and the next point's p99 95% confidence interval lies wholly
-    above point *i*'s (so the rise is not sampling noise). The knee lies between the two levels; point *i* gives
+    above point *i*'s (so the rise is not sampling noise; applied to points of about 800 requests and more, where
+    the interval is not simply bounded by the slowest request). The knee lies between the two levels; point *i* gives
     the load, throughput, p99 and its interval reported.
 
 Why it matters:

@@ -58,7 +58,8 @@ def _app_module(value: ast.expr | None) -> str | None:
     """``pkg.main`` from an import string ``"pkg.main:app"``."""
     if isinstance(value, ast.Constant) and isinstance(value.value, str) and ":" in value.value:
         module = value.value.split(":", 1)[0].strip()
-        return module or None
+        if module and all(part.isidentifier() for part in module.split(".")):
+            return module
     return None
 
 
