@@ -403,12 +403,7 @@ class _PointRun:
             clock=clock if clock is not time.perf_counter else None,
             fast_driver=self if self.fast else None,
         )
-        self.ssl_context: ssl.SSLContext | None = None
-        if self.target.scheme == "https":
-            self.ssl_context = ssl.create_default_context()
-            if spec.insecure:
-                self.ssl_context.check_hostname = False
-                self.ssl_context.verify_mode = ssl.CERT_NONE
+        self.ssl_context = spec.ssl_context()
         self.fast_resend = self.closed_loop and max_requests is None
         self.sample = ReservoirSample(sample_capacity, seed)
         self.pacer = (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -82,6 +83,16 @@ class RequestSpec:
     def target(self) -> Target:
         """The parsed URL."""
         return Target.parse(self.url)
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The TLS context for an https target (certificates unchecked with ``insecure``), None for http."""
+        if self.target.scheme != "https":
+            return None
+        context = ssl.create_default_context()
+        if self.insecure:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        return context
 
     def wire_requests(self) -> list[bytes]:
         """The complete HTTP/1.1 request bytes, one per body (at least one)."""

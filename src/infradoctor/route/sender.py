@@ -47,12 +47,7 @@ class EngineSender:
             openai=False,
             pure_python=False,
         )
-        self.ssl_context: ssl.SSLContext | None = None
-        if self.target.scheme == "https":
-            self.ssl_context = ssl.create_default_context()
-            if spec.insecure:
-                self.ssl_context.check_hostname = False
-                self.ssl_context.verify_mode = ssl.CERT_NONE
+        self.ssl_context = spec.ssl_context()
         self.conn: Connection | None = None
         self.future: asyncio.Future[str | None] | None = None
         self.opened = 0
