@@ -9,6 +9,7 @@ histograms merge by adding counts, which is how workers, points and streams comb
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import random
@@ -261,32 +262,27 @@ class Histogram:
         return hist
 
 
-_NUMPY: list[Any] = []
-
-
+@functools.cache
 def _numpy() -> Any:
     """The numpy module when installed (imported on first use: it costs ~0.1 s), else None."""
-    if not _NUMPY:
-        # numpy's OpenBLAS starts a thread per core that spins for ~0.1 s: CPU taken from a load test on a small
-        # machine. Nothing here does linear algebra, so one thread; the environment is restored at once, so
-        # processes started later (a profiled workload) keep their own setting.
-        saved = {name: os.environ.get(name) for name in _BLAS_THREAD_VARIABLES}
-        if "numpy" not in sys.modules:
-            for name in _BLAS_THREAD_VARIABLES:
-                os.environ[name] = "1"
-        try:
-            import numpy
-        except Exception:  # noqa: BLE001 - missing or broken: the pure-Python path counts the same  # pragma: no cover
-            _NUMPY.append(None)
-        else:
-            _NUMPY.append(numpy)
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
-    return _NUMPY[0]
+    # numpy's OpenBLAS starts a thread per core that spins for ~0.1 s: CPU taken from a load test on a small
+    # machine. Nothing here does linear algebra, so one thread; the environment is restored at once, so processes
+    # started later (a profiled workload) keep their own setting.
+    saved = {name: os.environ.get(name) for name in _BLAS_THREAD_VARIABLES}
+    if "numpy" not in sys.modules:
+        for name in _BLAS_THREAD_VARIABLES:
+            os.environ[name] = "1"
+    try:
+        import numpy
+    except Exception:  # noqa: BLE001 - missing or broken: the pure-Python path counts the same  # pragma: no cover
+        return None
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    return numpy
 
 
 _BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
