@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
+import sysconfig
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +16,17 @@ from infradoctor.load.spec import RequestSpec
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nServer-Timing: app;dur=200\r\n\r\nok"
 BUSY = b"HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n"
+
+
+def require_compiled() -> None:
+    """Skip where the compiled fast path could not be built (no C compiler or Python headers); fail where it could."""
+    from infradoctor.load import client
+
+    if client._fastpath is None:
+        headers = Path(sysconfig.get_paths()["include"], "Python.h")
+        if shutil.which((sysconfig.get_config_var("CC") or "cc").split()[0]) and headers.exists():
+            pytest.fail("infradoctor.load._fastpath was not built though a C compiler is here: reinstall the package")
+        pytest.skip("infradoctor.load._fastpath not built (no C compiler or Python headers)")
 
 
 class FakeClock:
@@ -208,18 +222,30 @@ def drive_closed_loop(run: _PointRun, clock: FakeClock, responses: list[tuple[fl
     return transport
 
 
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
 @pytest.mark.parametrize(
     "capture,max_requests",
     [((), None), (("server-timing", "x-envoy-upstream-service-time"), None), ((), 1200)],
 )
 def test_fast_path_counts_exactly_what_the_general_path_counts(
-    loop: asyncio.AbstractEventLoop, capture: tuple[str, ...], max_requests: int | None
+    loop: asyncio.AbstractEventLoop,
+    monkeypatch: pytest.MonkeyPatch,
+    capture: tuple[str, ...],
+    max_requests: int | None,
+    compiled: bool,
 ) -> None:
-    """The closed loop's batched fast path (plain 200s) against the one-by-one path on the same response stream:
-    histograms, windows, counters, server stages, deterministic sample and first latencies are identical."""
+    """The closed loop's batched fast path (plain 200s; compiled, or in Python) against the one-by-one path on the
+    same response stream: histograms, windows, counters, server stages, deterministic sample and first latencies
+    are identical."""
     import random
 
+    from infradoctor.load import client
     from infradoctor.load.client import FastConnection, FastHeaderConnection, HeaderConnection, connection_class
+
+    if compiled:
+        require_compiled()
+    else:
+        monkeypatch.setenv(client.COMPILED_ENV, "0")
 
     rng = random.Random(7)
     plain = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
@@ -263,11 +289,16 @@ def test_fast_path_counts_exactly_what_the_general_path_counts(
         original_fold = run._fold
 
         def fold(run: _PointRun = run, original=original_fold, buffered: list[int] = buffered) -> None:
-            buffered.append(len(run.fast_buf))
+            buffered.append(len(run.fast_sink))
             original()
 
         run._fold = fold  # type: ignore[method-assign]
         transport = drive_closed_loop(run, clock, responses)
+        if fast:
+            (conn,) = run.conns
+            assert conn.compiled == compiled  # type: ignore[attr-defined]
+            if compiled:  # the compiled reader took the plain 200s (all in one read each here)
+                assert conn.reader.taken > 1000 and conn.reader.enabled  # type: ignore[attr-defined]
         results.append((run.result, len(transport.written), run.sample.values, run.issued, run.finished, buffered))
     (fast_res, fast_sent, fast_sample, *fast_counts, buffered), (slow_res, slow_sent, slow_sample, *slow_counts, _) = (
         results

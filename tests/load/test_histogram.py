@@ -108,6 +108,32 @@ def test_reservoir_is_bounded_and_deterministic() -> None:
     assert max(a.values) > 5000  # later values get in
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    capacity=st.integers(1, 50),
+    seed=st.integers(0, 2**16),
+    batches=st.lists(st.integers(0, 400), max_size=12),
+)
+def test_reservoir_batches_keep_the_one_by_one_sample(capacity: int, seed: int, batches: list[int]) -> None:
+    one, batched = ReservoirSample(capacity, seed), ReservoirSample(capacity, seed)
+    converted: list[float] = []
+
+    def convert(value: float) -> float:
+        converted.append(value)
+        return value / 2
+
+    start = entered = 0
+    for size in batches:
+        values = [float(v) for v in range(start, start + size)]
+        start += size
+        for value in values:
+            entered += one.seen < capacity or one.seen + 1 == one.next_replace
+            one.add(value / 2)
+        batched.add_batch(values, convert)
+        assert (batched.values, batched.seen, batched.next_replace) == (one.values, one.seen, one.next_replace)
+    assert len(converted) == entered  # only the values that enter the sample are converted
+
+
 def test_reservoir_sample_is_uniform_over_the_stream() -> None:
     sample = ReservoirSample(2000, seed=11)
     n = 200_000

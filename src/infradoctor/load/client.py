@@ -9,8 +9,11 @@ server-sent-event timing are switched on only when asked for, in subclasses, to 
 from __future__ import annotations
 
 import asyncio
+import math
+import os
 import re
 import time
+from array import array
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -26,6 +29,19 @@ except ImportError:  # pragma: no cover - the fallback is tested by forcing it
     httptools = None  # type: ignore[assignment]
     _ParserError = (pyparser.HttpParserError,)
     HAVE_HTTPTOOLS = False
+
+try:  # pragma: no cover - built by setup.py where a C compiler is present
+    from infradoctor.load import _fastpath
+except ImportError:  # pragma: no cover - the Python fast path covers its absence
+    _fastpath = None  # type: ignore[assignment]
+
+COMPILED_ENV = "INFRADOCTOR_LOAD_COMPILED"
+"""Set to ``0`` to keep the compiled fast path off (the Python one runs instead): benchmarks, debugging."""
+
+
+def compiled_fast_path() -> bool:
+    """The compiled fast path (``infradoctor.load._fastpath``) is built and not switched off."""
+    return _fastpath is not None and os.environ.get(COMPILED_ENV, "1") != "0"
 
 
 class Driver(Protocol):
@@ -243,19 +259,84 @@ class StreamConnection(HeaderConnection):
         return usage if usage is not None else self.tokens
 
 
+class FastSink:
+    """One closed-loop driver's buffer of fast-path latencies, with the window and budget they are taken in.
+
+    The Python twin of ``_fastpath.Sink`` (used when the compiled fast path is off or not built).
+    """
+
+    __slots__ = ("until", "last", "left", "counted", "_buf", "append")
+
+    def __init__(self, counted: bool = False) -> None:
+        self.until = -math.inf
+        """Responses completing before this time may be buffered (the end of the current one-second window)."""
+        self.last = 0.0
+        """Completion time of the last buffered response."""
+        self.left = 0
+        """Requests that may still be issued, when ``counted`` (the run is bounded by ``--requests``)."""
+        self.counted = counted
+        self._buf: array[float] = array("d")
+        self.append = self._buf.append
+
+    def __len__(self) -> int:
+        return len(self._buf)
+
+    def take(self) -> array[float]:
+        """The buffered latencies (s), in order; empties the buffer."""
+        out = array("d", self._buf)
+        del self._buf[:]
+        return out
+
+
+def make_sink(counted: bool) -> Any:
+    """The compiled sink when the compiled fast path is on, else :class:`FastSink` (same interface)."""
+    if compiled_fast_path():
+        return _fastpath.Sink(counted=counted)
+    return FastSink(counted)
+
+
 class FastConnection(Connection):
     """The closed loop's plainest case, at the least Python per request.
 
-    A ``200`` with keep-alive that completes before the driver's ``fast_until`` (the end of the current one-second
-    window and of the measurement window) is recorded by appending its latency to the driver's ``fast_buf``, and
-    the next request (``fast_data``) is written at once: no driver call, no per-request bookkeeping. The driver
-    folds the buffer into its histogram and counters in batches (before anything else it handles, and at every
-    housekeeping tick, so the buffer holds at most a tenth of a second of responses); the result is the same as
-    recording each response one by one, up to the spacing of clock reads (the fast path takes a request's issue time
-    from the clock read that completed the previous response, the general path from one at its write, well under a
-    microsecond later). Everything else takes the general path. ``on_message_complete`` is made
-    per driver by :func:`fast_completion` (closure variables are the cheapest lookups Python has).
+    A ``200`` with keep-alive that completes before the driver's ``sink.until`` (the end of the current one-second
+    window and of the measurement window) is recorded by appending its latency to the driver's sink, and the next
+    request (``fast_data``) is written at once: no driver call, no per-request bookkeeping. The driver folds the
+    sink into its histogram and counters in batches (before anything else it handles, and at every housekeeping
+    tick, so the sink holds at most a tenth of a second of responses); the result is the same as recording each
+    response one by one, up to the spacing of clock reads (the fast path takes a request's issue time from the
+    clock read that completed the previous response, the general path from one at its write, well under a
+    microsecond later). Everything else takes the general path. ``on_message_complete`` is made per driver by
+    :func:`fast_completion` (closure variables are the cheapest lookups Python has).
+
+    With the compiled fast path (``compiled`` set on the class by :func:`connection_class`), a ``_fastpath.Reader``
+    stands in for ``data_received``: a read that is exactly one such response is taken in C, without the parser
+    callback or any bytecode; every other read comes here, to the Python path.
     """
+
+    compiled = False
+    fast_sink: Any = None
+    fast_data = b""
+    fast_capture: tuple[bytes, ...] = ()
+
+    def __init__(self, driver: Driver, worker: int = -1) -> None:
+        super().__init__(driver, worker)
+        self.reader: Any = None
+        if self.compiled:
+            self.reader = _fastpath.Reader(
+                self.fast_sink,
+                self,
+                type(self).data_received,
+                self.fast_data,
+                self.fast_capture,
+                None if self.clock is time.perf_counter else self.clock,
+            )
+            # the event loop calls the instance's data_received (uvloop looks it up once, at connect)
+            self.data_received = self.reader.feed  # type: ignore[method-assign]
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        if self.reader is not None:
+            self.reader.write = transport.write  # type: ignore[attr-defined]
 
     def data_received(self, data: bytes) -> None:
         self.received = True  # (no first_chunk: nothing here reads headers)
@@ -268,24 +349,28 @@ class FastConnection(Connection):
             self.abort()
 
 
-class FastHeaderConnection(HeaderConnection):
+class FastHeaderConnection(HeaderConnection, FastConnection):
     """:class:`FastConnection` for a spec that captures headers.
 
     A response none of whose head lines names a captured header (one case-insensitive regex search over the head)
     takes the fast path; one that carries them goes the general way, where they are read.
     """
 
+    data_received = HeaderConnection.data_received  # (keeps first_chunk, where the headers are read)
+
 
 def fast_completion(
-    driver: Any, clock: Callable[[], float], capture: frozenset[bytes] = frozenset(), *, counted: bool = False
+    driver: Any, clock: Callable[[], float], capture: frozenset[bytes] = frozenset()
 ) -> Callable[[Connection], None]:
     """The fast connections' parser callback for one driver.
 
-    The driver has ``fast_until``, ``fast_buf``, ``fast_data`` and ``fast_last`` (and, when ``counted``, a budget
-    ``fast_left`` of requests it may still issue); with ``capture``, the fast path takes only responses without
-    those headers.
+    The driver has ``fast_data`` (its one request) and ``fast_sink`` (a :class:`FastSink` or ``_fastpath.Sink``:
+    the window, the budget of requests it may still issue when counted, the buffer); with ``capture``, the fast
+    path takes only responses without those headers.
     """
-    append = driver.fast_buf.append
+    sink = driver.fast_sink
+    append = sink.append
+    counted: bool = sink.counted
     data: bytes = driver.fast_data
     general = Connection.on_message_complete
     search = None
@@ -297,7 +382,7 @@ def fast_completion(
     def on_message_complete(self: Connection) -> None:
         now = clock()
         parser = self.parser
-        if now < driver.fast_until and self.busy and parser.get_status_code() == 200 and parser.should_keep_alive():
+        if now < sink.until and self.busy and parser.get_status_code() == 200 and parser.should_keep_alive():
             if search is not None:
                 head = self.first_chunk
                 end = head.find(b"\r\n\r\n")  # the whole head came in the first read (see HeaderConnection)
@@ -305,12 +390,12 @@ def fast_completion(
                     general(self)
                     return
             if counted:
-                if driver.fast_left <= 0:
+                if sink.left <= 0:
                     general(self)
                     return
-                driver.fast_left -= 1
+                sink.left -= 1
             append(now - self.t_intended)
-            driver.fast_last = now
+            sink.last = now
             # closed loop: the next request is issued now, on the same connection
             self.t_intended = self.t_send = now
             self.received = False
@@ -323,6 +408,10 @@ def fast_completion(
 
 def _complete_at_headers(self: Connection) -> None:
     self.on_message_complete()
+
+
+def _fastpath_sink_type() -> type:
+    return _fastpath.Sink if _fastpath is not None else FastSink
 
 
 def connection_class(
@@ -356,9 +445,11 @@ def connection_class(
     if stream:
         attrs["openai"] = openai
     if base is FastConnection or base is FastHeaderConnection:
-        attrs["on_message_complete"] = fast_completion(
-            fast_driver, clock or time.perf_counter, capture, counted=fast_driver.max_requests is not None
-        )
+        attrs["on_message_complete"] = fast_completion(fast_driver, clock or time.perf_counter, capture)
+        attrs["fast_sink"] = fast_driver.fast_sink
+        attrs["fast_data"] = fast_driver.fast_data
+        attrs["fast_capture"] = tuple(sorted(capture))
+        attrs["compiled"] = not pure_python and isinstance(fast_driver.fast_sink, _fastpath_sink_type())
     if no_body:
         attrs["no_body"] = True
         attrs["on_headers_complete"] = _complete_at_headers

@@ -22,14 +22,13 @@ import contextlib
 import math
 import ssl
 import time
-from array import array
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from infradoctor.load import taxonomy
-from infradoctor.load.client import Connection, HeaderConnection, StreamConnection, connection_class
+from infradoctor.load.client import Connection, HeaderConnection, StreamConnection, connection_class, make_sink
 from infradoctor.load.histogram import Histogram, ReservoirSample, _numpy
 from infradoctor.load.pacer import Pacer
 from infradoctor.load.servertiming import server_total_ms, stages_from_headers
@@ -337,6 +336,11 @@ ProgressCallback = Callable[[Progress], None]
 RequestCallback = Callable[[RequestOutcome], None]
 
 
+def _ms_of_seconds(value: float) -> float:
+    """A latency as the general path records it in the sample: whole microseconds, in milliseconds."""
+    return int(value * 1e6 + 0.5) / 1000.0
+
+
 class _PointRun:
     """Drives one point; implements the connection ``Driver`` protocol."""
 
@@ -383,14 +387,9 @@ class _PointRun:
             and len(self.requests) == 1
             and not spec.stream
         )
-        self.fast_until = -math.inf
-        """FastConnection may buffer responses that complete before this time..."""
-        self.fast_left = 0
-        """... and, bounded by a request count, issue this many more requests."""
-        self.fast_buf: array[float] = array("d")
-        """Latencies (s) of buffered fast-path responses, all 200s inside the current window; see :meth:`_fold`."""
-        self.fast_last = 0.0
-        """Completion time of the last buffered response."""
+        self.fast_sink = make_sink(counted=max_requests is not None)
+        """FastConnection's buffer of plain 200s (see :meth:`_fold`); ``until`` (the time it may buffer responses
+        until) and ``left`` (with a request count, how many more requests it may issue) are set by :meth:`_arm_fast`."""
         self.fast_data = self.requests[0] if self.fast else b""
         if self.fast:
             _numpy()  # import numpy (used to fold batches) now rather than inside the timed point
@@ -460,7 +459,7 @@ class _PointRun:
         finally:
             t_done = self.clock()
             self._fold()
-            self.fast_until = -math.inf
+            self.fast_sink.until = -math.inf
             self.stopping = True
             for handle in (self.timer, self.pacer_timer):
                 if handle is not None:
@@ -496,7 +495,7 @@ class _PointRun:
         if self.stopping:
             return
         self._fold()
-        self.fast_until = -math.inf
+        self.fast_sink.until = -math.inf
         self.stopping = True
         if self.pacer_timer is not None:
             self.pacer_timer.cancel()
@@ -578,7 +577,7 @@ class _PointRun:
         index = self.issued
         self.issued += 1
         self.result.sent += 1
-        self.fast_left -= 1  # a request issued here comes out of the fast path's budget (--requests N)
+        self.fast_sink.left -= 1  # a request issued here comes out of the fast path's budget (--requests N)
         return self.requests[index % len(self.requests)], index
 
     def _issue(self, worker: int, conn: Connection | None) -> None:
@@ -733,10 +732,11 @@ class _PointRun:
         measurement window, not among the first requests; their latencies are in order (the deterministic sample
         sees the same sequence as one-by-one recording would give it).
         """
-        buf = self.fast_buf
-        n = len(buf)
-        if not n:
+        sink = self.fast_sink
+        if not sink:
             return
+        buf = sink.take()
+        n = len(buf)
         res = self.result
         self.issued += n
         res.sent += n
@@ -746,7 +746,7 @@ class _PointRun:
         res.ok += n
         res.ok_in_window += n
         res.status_counts[200] = res.status_counts.get(200, 0) + n
-        self.last_in_window = self.fast_last
+        self.last_in_window = sink.last
         total_us, peak_us = res.latency.record_seconds_batch(buf)
         if peak_us > res.ok_max_us:
             res.ok_max_us = peak_us
@@ -755,24 +755,18 @@ class _PointRun:
         window[2] += total_us
         if peak_us > window[3]:
             window[3] = peak_us
-        sample = self.sample
-        if sample.seen >= sample.capacity and sample.seen + n < sample.next_replace:
-            sample.seen += n  # the common case: the sample skips all of them
-        else:
-            for value in buf:
-                sample.add(int(value * 1e6 + 0.5) / 1000.0)
-        del buf[:]
+        self.sample.add_batch(buf, _ms_of_seconds)
 
     def _arm_fast(self) -> None:
         """Let FastConnection buffer responses until the current window ends (after the first requests)."""
         if self.fast and not self.stopping and not self.first_open:
-            self.fast_until = min(self.window_end, self.t_end_window)
+            self.fast_sink.until = min(self.window_end, self.t_end_window)
             if self.max_requests is not None:
-                self.fast_left = self.max_requests - self.issued
+                self.fast_sink.left = self.max_requests - self.issued
 
     def on_response(self, conn: Connection) -> None:
         # the general path (FastConnection buffers the plainest responses without calling this)
-        if self.fast_buf:
+        if self.fast_sink:
             self._fold()
         now = self.clock()
         res = self.result

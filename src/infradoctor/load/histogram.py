@@ -15,7 +15,7 @@ import os
 import random
 import sys
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 SUB_BUCKET_BITS = 10
@@ -329,6 +329,27 @@ class ReservoirSample:
             self.values[self._rng.randrange(self.capacity)] = value
             self._weight *= math.exp(math.log(self._uniform()) / self.capacity)
             self._skip()
+
+    def add_batch(self, values: Sequence[float], convert: Callable[[float], float]) -> None:
+        """Offer ``convert(v)`` for each of ``values``, in order.
+
+        The same sample as one :meth:`add` each, but past the filling only the values that enter are converted and
+        offered (the others are skipped by arithmetic).
+        """
+        n = len(values)
+        i = 0
+        while i < n and self.seen < self.capacity:
+            self.add(convert(values[i]))
+            i += 1
+        while i < n:
+            skip = self.next_replace - self.seen - 1  # values before the next one that enters
+            if i + skip >= n:
+                self.seen += n - i
+                return
+            i += skip
+            self.seen += skip
+            self.add(convert(values[i]))  # seen + 1 == next_replace: a replacement
+            i += 1
 
     def _uniform(self) -> float:
         return self._rng.random() or 1e-300
