@@ -35,6 +35,7 @@ import json
 import math
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -42,12 +43,17 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from infradoctor.load import RequestSpec, run_point  # noqa: E402
+from infradoctor.load.client import COMPILED_ENV  # noqa: E402
 from infradoctor.procs import free_port, port_open, stop_process, wait_for_http, wait_until  # noqa: E402
 
 NGINX_CONF = """
@@ -152,6 +158,26 @@ print(json.dumps({"completed": point.completed, "throughput_rps": point.throughp
 """
 
 
+CPU_US: dict[str, list[float]] = {}
+"""Generator CPU (user + system, rusage) per request, microseconds, per tool (for infradoctor over the point alone:
+interpreter start-up and imports excluded, as wrk has none to speak of)."""
+SERVER_BUSY: dict[str, list[float]] = {}
+"""Share of one core the nginx worker was busy during each tool's runs."""
+NGINX_WORKER: list[Any] = []
+
+
+def metered(name: str, run: Callable[[], float | None]) -> float | None:
+    """``run()`` with the nginx worker's busy share recorded under ``name``."""
+    worker = NGINX_WORKER[0] if NGINX_WORKER else None
+    t0 = time.perf_counter()
+    c0 = sum(worker.cpu_times()[:2]) if worker is not None else 0.0
+    out = run()
+    if worker is not None and out:
+        busy = (sum(worker.cpu_times()[:2]) - c0) / (time.perf_counter() - t0)
+        SERVER_BUSY.setdefault(name, []).append(busy)
+    return out
+
+
 def which(name: str) -> str | None:
     return shutil.which(name) or shutil.which(name, path="/usr/sbin:/usr/local/sbin:/sbin")
 
@@ -175,13 +201,19 @@ def run_wrk(url: str, connections: int, duration: float) -> float | None:
     binary = which("wrk")
     if binary is None:
         return None
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(
         [binary, "-t1", f"-c{connections}", f"-d{max(1, round(duration))}s", url],
         capture_output=True,
         text=True,
         timeout=duration + 30,
     ).stdout
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     match = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    count = re.search(r"(\d+) requests in", out)
+    if match and count and int(count.group(1)):
+        cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+        CPU_US.setdefault("wrk", []).append(cpu / int(count.group(1)) * 1e6)
     return float(match.group(1)) if match else None
 
 
@@ -200,28 +232,47 @@ def run_hey(url: str, connections: int, duration: float) -> float | None:
 
 
 OURS_CHILD = r"""
-import json, sys
+import json, resource, sys
 sys.path.insert(0, sys.argv[6])
 from infradoctor.load import RequestSpec, run_point
+from infradoctor.load.client import compiled_fast_path
+from infradoctor.load.histogram import _numpy
 
 url, connections, duration, headers, processes = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4] == "1", int(sys.argv[5])
 spec = RequestSpec(url) if headers else RequestSpec(url, capture_headers=())
 if __name__ == "__main__":
+    _numpy()  # imported before the CPU count starts, as wrk has nothing to import
+    before = resource.getrusage(resource.RUSAGE_SELF)
     point = run_point(spec, concurrency=connections, duration_s=duration, timeout_s=10, processes=processes)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu_s = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
     print(json.dumps({"throughput_rps": point.throughput_rps, "completed": point.completed,
-                      "timed": point.latency.count}))
+                      "timed": point.latency.count, "compiled": compiled_fast_path(), "cpu_s": cpu_s}))
 """
 
 
-def run_ours(url: str, args: argparse.Namespace, *, headers: bool = False, processes: int = 1) -> float:
+COMPILED: list[bool] = []
+"""Whether each infradoctor run had the compiled fast path (``infradoctor.load._fastpath``)."""
+
+
+def run_ours(
+    url: str, args: argparse.Namespace, *, headers: bool = False, processes: int = 1, compiled: bool = True
+) -> float:
     """infradoctor's closed loop in a fresh process of its own, as `infradoctor load` runs (and as wrk, hey and the
-    floor run): no state left over from earlier runs in this process."""
+    floor run): no state left over from earlier runs in this process. ``compiled=False``: the Python fast path."""
     child = [str(args.connections), str(args.duration), "1" if headers else "0", str(processes), str(ROOT / "src")]
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as script:  # (a file: spawn re-imports main)
         script.write(OURS_CHILD)
     try:
+        env = dict(os.environ)
+        if not compiled:
+            env[COMPILED_ENV] = "0"
         out = subprocess.run(
-            [sys.executable, script.name, url, *child], capture_output=True, text=True, timeout=args.duration + 60
+            [sys.executable, script.name, url, *child],
+            capture_output=True,
+            text=True,
+            timeout=args.duration + 60,
+            env=env,
         )
     finally:
         os.unlink(script.name)
@@ -229,6 +280,12 @@ def run_ours(url: str, args: argparse.Namespace, *, headers: bool = False, proce
         raise SystemExit(f"infradoctor run failed: {out.stderr[-2000:]}")
     data = json.loads(out.stdout.strip().splitlines()[-1])
     assert data["timed"] == data["completed"], "every request is timed into the histogram"
+    if compiled:
+        COMPILED.append(bool(data["compiled"]))
+    if processes == 1 and not headers and data["completed"]:
+        CPU_US.setdefault("infradoctor" if compiled else "python_path", []).append(
+            data["cpu_s"] / data["completed"] * 1e6
+        )
     return float(data["throughput_rps"])
 
 
@@ -249,7 +306,7 @@ def run_floor(url: str, connections: int, duration: float) -> float | None:
 
 def throughput(url: str, args: argparse.Namespace) -> dict[str, float | None]:
     runs: dict[str, list[float]] = {"infradoctor": [], "infradoctor_headers": [], "infradoctor_processes": []}
-    runs.update(wrk=[], hey=[], floor=[])
+    runs.update(wrk=[], hey=[], floor=[], python_path=[])
     paired: list[float] = []
     paired_headers: list[float] = []
     for rep in range(args.reps):
@@ -259,10 +316,13 @@ def throughput(url: str, args: argparse.Namespace) -> dict[str, float | None]:
         got: dict[str, float | None] = {}
         for name in order:
             if name == "wrk":
-                got[name] = run_wrk(url, args.connections, args.duration)
+                got[name] = metered("wrk", lambda: run_wrk(url, args.connections, args.duration))
             else:
-                got[name] = run_ours(url, args, headers=name == "headers")
+                got[name] = metered(name, lambda name=name: run_ours(url, args, headers=name == "headers"))
         procs = run_ours(url, args, processes=args.processes) if args.processes > 1 else None
+        python_path = metered("python_path", lambda: run_ours(url, args, compiled=False))
+        assert python_path is not None
+        runs["python_path"].append(python_path)
         h = run_hey(url, args.connections, args.duration)
         floor = run_floor(url, args.connections, args.duration)
         if floor:
@@ -281,7 +341,8 @@ def throughput(url: str, args: argparse.Namespace) -> dict[str, float | None]:
             runs["hey"].append(h)
         extra = f", {args.processes} processes {procs:,.0f}" if procs is not None else ""
         print(
-            f"  round {rep + 1}: infradoctor {ours:,.0f} (headers on {ours_headers:,.0f}{extra})  "
+            f"  round {rep + 1}: infradoctor {ours:,.0f} (headers on {ours_headers:,.0f}{extra}, "
+            f"python fast path {python_path:,.0f})  "
             f"wrk {w or 0:,.0f}  hey {h or 0:,.0f}  python floor {floor or 0:,.0f} req/s"
             + (f"  ratio to wrk {ours / w:.2f}" if w else ""),
             flush=True,
@@ -305,6 +366,24 @@ def throughput(url: str, args: argparse.Namespace) -> dict[str, float | None]:
         print(
             f"ratio infradoctor({args.processes} processes)/wrk = {med['infradoctor_processes'] / med['wrk']:.2f}"
             f"  (hey uses every core; wrk -t1 one)"
+        )
+    path = "compiled" if all(COMPILED) else "Python (not built)" if not any(COMPILED) else "mixed"
+    print(
+        f"fast path in these runs: {path}; the Python fast path (INFRADOCTOR_LOAD_COMPILED=0) reached "
+        f"{med['python_path'] or 0:,.0f} req/s = {(med['python_path'] or 0) / (med['wrk'] or math.nan):.2f}x wrk"
+    )
+    if CPU_US.get("wrk") and CPU_US.get("infradoctor"):
+        cpu = {name: statistics.median(v) for name, v in CPU_US.items()}
+        print(
+            f"generator CPU per request (user+system, median): infradoctor {cpu['infradoctor']:.2f} us "
+            f"(Python fast path {cpu.get('python_path', math.nan):.2f} us), wrk {cpu['wrk']:.2f} us; "
+            f"ratio wrk/infradoctor = {cpu['wrk'] / cpu['infradoctor']:.2f} (above 1: infradoctor spends less)"
+        )
+    if SERVER_BUSY:
+        busy = ", ".join(f"{name} {statistics.median(v):.0%}" for name, v in SERVER_BUSY.items())
+        print(
+            f"nginx worker busy (share of one core, median) during: {busy}; near 100% the server, not the generator, "
+            f"sets the req/s, and the throughput ratio can only be ~1"
         )
     if med["hey"]:
         print(f"ratio infradoctor/hey = {med['infradoctor'] / med['hey']:.2f}  (goal >= 2.0)")
@@ -401,6 +480,7 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(tmp_name)
         nginx, port = start_nginx(tmp)
         url = f"http://127.0.0.1:{port}/"
+        NGINX_WORKER[:] = psutil.Process(nginx.pid).children()[:1]
         try:
             if "throughput" not in args.skip:
                 throughput(url, args)
