@@ -25,6 +25,7 @@ from types import ModuleType
 from typing import Any
 
 from infradoctor.findings import REGISTRY, iter_rule_modules, rule_codes
+from infradoctor.scan import launchers
 from infradoctor.scan.config import (
     SCAN_CODES,
     ScanConfig,
@@ -125,7 +126,7 @@ class ScanReport:
     fixes: tuple[AppliedFix, ...]
     """Fixes written by ``--fix``."""
     files_scanned: int
-    """Python files parsed."""
+    """Files checked: Python files parsed, and launcher files read for C013's command lines."""
     lines_scanned: int
     """Lines in the parsed files."""
     suppressed: int
@@ -290,6 +291,35 @@ def _check_text(text: str, display: str, codes: frozenset[str]) -> _FileOutcome:
     return _FileOutcome(violations, immediate, suppressed, len(lines), deferred, facts)
 
 
+def _check_launcher(text: str, display: str, codes: frozenset[str], file_kind: str) -> _FileOutcome:
+    """A launcher file's multi-worker servers (C013).
+
+    Each counts only if the scan finds its app's module putting a model on the GPU (see :func:`resolve_cross_file`).
+    """
+    from infradoctor.scan.rules.c013_multi_worker_model_copy import GPU_FACT, launch_message
+
+    lines = text.splitlines()
+    outcome = _FileOutcome([], [], 0, len(lines))
+    if "C013" not in codes:
+        return outcome
+    for launch in launchers.launches(text, file_kind):
+        line = lines[launch.line - 1] if 0 < launch.line <= len(lines) else ""
+        above = lines[launch.line - 2].strip() if launch.line >= 2 else ""
+        # a noqa on the line, or on a comment line just above (a Dockerfile has no trailing comments)
+        marks = [noqa_codes(line), noqa_codes(above) if above.startswith("#") else None]
+        if any(codes is not None and (not codes or "C013" in codes) for codes in marks):
+            outcome.suppressed += 1
+            continue
+        violation = Violation(
+            code="C013", path=display, line=launch.line, column=launch.column + 1, end_line=launch.line,
+            end_column=launch.end_column + 1, message=launch_message(launch.server, launch.workers),
+            evidence={"workers": launch.workers, "app": launch.app, "launcher": file_kind}, function=None,
+            line_text=line.strip(),
+        )
+        outcome.deferred.append(((GPU_FACT, launch.module), violation))
+    return outcome
+
+
 def resolve_cross_file(outcomes: Sequence[tuple[str, _FileOutcome]]) -> dict[int, list[Violation]]:
     """The deferred violations whose required fact the named module provides, by index into ``outcomes``.
 
@@ -346,7 +376,10 @@ def apply_edits(data: bytes, hits: Sequence[Hit]) -> bytes:
 
 # -- discovery -------------------------------------------------------------------------------------------------
 def iter_files(paths: Iterable[Path], problems: list[FileProblem], config_for: Any = None) -> Iterator[Path]:
-    """Python files under the given paths, each once; missing paths and symlink loops become problems."""
+    """Python and launcher files under the given paths, each once; missing paths and symlink loops become problems.
+
+    Launcher files (Dockerfiles, Procfiles, shell scripts, Compose files) are read for C013's command lines.
+    """
     seen_files: set[tuple[int, int]] = set()
     seen_dirs: set[tuple[int, int]] = set()
     for root in paths:
@@ -403,7 +436,7 @@ def _walk(root: Path, problems: list[FileProblem], seen_files: set[tuple[int, in
             if is_dir:
                 if entry.name not in DEFAULT_EXCLUDED_DIRS and not entry.name.endswith(".egg-info"):
                     subdirs.append(path)
-            elif is_file and entry.name.endswith(".py"):
+            elif is_file and (entry.name.endswith(".py") or launchers.kind(entry.name)):
                 try:
                     fst = entry.stat()
                 except OSError as exc:
@@ -489,12 +522,15 @@ def _scan_file(path: Path, config: ScanConfig, options: ScanOptions, problems: l
         kind = "symlink-loop" if exc.errno == errno.ELOOP else "unreadable"
         problems.append(FileProblem(display, kind, exc.strerror or str(exc)))
         return None
+    codes = config.select - config.ignored_for(path)
+    launcher = launchers.kind(path.name)
+    if launcher is not None and not path.name.endswith(".py"):
+        return _check_launcher(data.decode("utf-8", errors="replace"), display, codes, launcher)
     try:
         text = decode_source(data)
     except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
         problems.append(FileProblem(display, "decode-error", f"cannot decode: {exc}"))
         return None
-    codes = config.select - config.ignored_for(path)
     try:
         outcome = _check_text(text, display, codes)
     except SyntaxError as exc:

@@ -2,11 +2,14 @@
 
 What it detects:
     A server started with more than one worker process (``uvicorn.run(..., workers=N)`` or
-    ``uvicorn.Config(..., workers=N)`` with N > 1 or not a literal, or a gunicorn configuration file with
-    ``workers = N`` and ``wsgi_app = "pkg.main:app"``) whose app puts a model on the GPU (``model.cuda()``,
-    ``model.to("cuda")``, ``.to(device)`` with a CUDA device, a load with ``device="cuda"`` or ``device_map=...``):
-    in the same file, or in the app's module named by an import string (``uvicorn.run("pkg.main:app", ...)``,
-    ``wsgi_app``) when that module is among the scanned files.
+    ``uvicorn.Config(..., workers=N)`` with N > 1 or not a literal, a gunicorn configuration file with
+    ``workers = N`` and ``wsgi_app = "pkg.main:app"``, or a command line in a Dockerfile, Procfile, shell script or
+    Compose file: ``uvicorn pkg.main:app --workers N``, ``gunicorn -w N ... pkg.main:app``, ``hypercorn -w N``,
+    also as ``python -m`` and with ``WEB_CONCURRENCY`` set in the same file) whose app puts a model on the GPU
+    (``model.cuda()``, ``model.to("cuda")``, ``.to(device)`` with a CUDA device, a load with ``device="cuda"`` or
+    ``device_map=...``): in the same file, or in the app's module named by an import string
+    (``uvicorn.run("pkg.main:app", ...)``, ``wsgi_app``, the command line's app) when that module is among the
+    scanned files.
 
 Why it matters:
     Each worker process imports the app and loads the model: N copies of the weights on the same GPU, N CUDA
@@ -19,8 +22,12 @@ How it is measured:
     Python would when started from the launcher's folder or one above it (``pkg.main`` is ``pkg/main.py`` or
     ``pkg/main/__init__.py``, the nearest one deciding); the finding's evidence then names the model's file and line.
     Gunicorn configuration files are ``gunicorn.conf.py`` and the like (``gunicorn_conf.py``,
-    ``gunicorn.prod.conf.py``, ``gunicorn_config.py``). Command lines (``uvicorn main:app
-    --workers 4``, Dockerfiles, Procfiles) are not read.
+    ``gunicorn.prod.conf.py``, ``gunicorn_config.py``). Launcher files are ``Dockerfile``/``Containerfile``
+    (``CMD``, ``ENTRYPOINT``, ``RUN``; exec and shell forms, ``sh -c`` opened up), ``Procfile``, ``*.sh`` and
+    ``docker-compose.yml``/``compose.yaml`` (``command:``); commands are read, not run, so a worker count in a
+    variable stays as written and counts as more than one. Not followed: ``--app-dir``/``--chdir`` (the module is
+    looked up from the launcher's folder), a worker count set only in a gunicorn file that ``-c`` names, and
+    Kubernetes manifests. A ``# noqa: C013`` on the command's line or on a comment line just above silences it.
 
 Fix:
     One worker per GPU with request batching inside it (or a model server such as Triton, TorchServe, vLLM,
@@ -40,6 +47,11 @@ CALL_NAMES = frozenset({"run", "Config", "cuda", "to"})
 NODES = (ast.Assign, ast.AnnAssign)
 GPU_FACT = "C013.gpu_model_line"
 """What a file that puts a model on the GPU tells launchers in other files: the line where it does."""
+
+
+def launch_message(server: str, workers: str) -> str:
+    """The message for a command line that starts ``server`` with ``workers`` workers."""
+    return f"{server} --workers {workers} starts several processes and each loads its own copy of the GPU model"
 
 
 def _state(ctx: FileContext) -> dict[str, Any]:

@@ -1,0 +1,222 @@
+"""Server command lines outside Python: Dockerfiles, Procfiles, shell scripts and Compose files (for C013).
+
+A deployment usually sets its worker count where it starts the server, not in Python:
+``CMD ["gunicorn", "-w", "4", "-k", "uvicorn.workers.UvicornWorker", "app.main:app"]``,
+``web: uvicorn app.main:app --workers 4``, ``exec python -m uvicorn app.main:app --workers "$WORKERS"``. This module
+finds such commands (uvicorn, gunicorn and hypercorn, run directly or as ``python -m``) and reads their worker
+count and app import string. It reads commands, not shells: variables stay as written (``$WORKERS``), and a
+worker count set only through ``WEB_CONCURRENCY`` counts when the same file sets that variable.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass
+
+SERVERS = frozenset({"uvicorn", "gunicorn", "hypercorn"})
+
+_DOCKERFILE = re.compile(r"^(?:dockerfile|containerfile)(?:[._-][\w.-]*)?$|\.(?:dockerfile|containerfile)$", re.I)
+_COMPOSE = re.compile(r"^(?:docker-)?compose(?:[._-][\w.-]*)?\.ya?ml$", re.I)
+_APP = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*(?:\(.*\))?$")
+_SEPARATORS = frozenset({"&&", "||", ";", "|", "&", ";;"})
+_WEB_CONCURRENCY = re.compile(r"""\bWEB_CONCURRENCY["']?\s*[=:]\s*["']?([^\s"'#;,\]}]+)""")
+_DOCKER_INSTRUCTION = re.compile(r"^\s*(CMD|ENTRYPOINT|RUN)\s+(.*)$", re.I | re.S)
+_COMPOSE_COMMAND = re.compile(r"^\s*-?\s*(?:command|entrypoint)\s*:\s*(.*)$")
+_PROCFILE_ENTRY = re.compile(r"^\s*[\w-]+\s*:\s*(.*)$")
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One server started with several workers."""
+
+    line: int
+    """1-based line where the command starts."""
+    column: int
+    """0-based character column of the server's name on that line."""
+    end_column: int
+    """0-based end column of the server's name."""
+    server: str
+    """``uvicorn``, ``gunicorn`` or ``hypercorn``."""
+    workers: str
+    """The worker count as written (a number above 1, or a variable)."""
+    app: str
+    """The app's import string, ``pkg.main:app``."""
+
+    @property
+    def module(self) -> str:
+        """``pkg.main``."""
+        return self.app.split(":", 1)[0]
+
+
+def kind(name: str) -> str | None:
+    """``dockerfile``, ``procfile``, ``shell`` or ``compose`` for a launcher file's name, else None."""
+    if _DOCKERFILE.search(name):
+        return "dockerfile"
+    if name == "Procfile" or name.startswith("Procfile."):
+        return "procfile"
+    if name.endswith(".sh"):
+        return "shell"
+    if _COMPOSE.match(name):
+        return "compose"
+    return None
+
+
+def launches(text: str, file_kind: str) -> list[Launch]:
+    """The multi-worker server commands in a launcher file's text (``file_kind`` from :func:`kind`)."""
+    env_workers = None
+    match = _WEB_CONCURRENCY.search(text)
+    if match:
+        env_workers = match.group(1)
+    found: list[Launch] = []
+    for line_no, first_line, command in _commands(text, file_kind):
+        for words in _split(command):
+            launch = _read(words, env_workers)
+            if launch is None:
+                continue
+            server, workers, app = launch
+            column = max(0, first_line.find(server))
+            found.append(Launch(line_no, column, column + len(server), server, workers, app))
+    return found
+
+
+def _logical_lines(text: str, continued: bool) -> list[tuple[int, str, str]]:
+    """(first line number, first line, whole text) of each line, joining backslash continuations when asked."""
+    out: list[tuple[int, str, str]] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        start, first, parts = i + 1, lines[i], [lines[i]]
+        while continued and parts[-1].rstrip().endswith("\\") and i + 1 < len(lines):
+            parts[-1] = parts[-1].rstrip()[:-1]
+            i += 1
+            if not lines[i].lstrip().startswith("#"):  # comment lines inside a continued instruction are dropped
+                parts.append(lines[i])
+        out.append((start, first, " ".join(parts)))
+        i += 1
+    return out
+
+
+def _commands(text: str, file_kind: str) -> list[tuple[int, str, str | list[str]]]:
+    """(line, first line, command) for each command the file runs: a shell string or an exec-form word list."""
+    out: list[tuple[int, str, str | list[str]]] = []
+    for line_no, first, whole in _logical_lines(text, file_kind in ("dockerfile", "shell")):
+        stripped = whole.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        command: str | list[str] | None = None
+        if file_kind == "dockerfile":
+            match = _DOCKER_INSTRUCTION.match(whole)
+            if match:
+                command = _exec_form(match.group(2)) or match.group(2)
+        elif file_kind == "procfile":
+            match = _PROCFILE_ENTRY.match(whole)
+            command = match.group(1) if match else None
+        elif file_kind == "compose":
+            match = _COMPOSE_COMMAND.match(whole)
+            if match:
+                value = match.group(1).strip()
+                if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+                    value = value[1:-1]
+                command = _exec_form(value) or value
+        else:
+            command = whole
+        if command:
+            out.append((line_no, first, command))
+    return out
+
+
+def _exec_form(value: str) -> list[str] | None:
+    """``["uvicorn", "main:app"]`` as a word list (Dockerfile exec form, Compose flow list), else None."""
+    value = value.strip()
+    if not value.startswith("["):
+        return None
+    try:
+        words = json.loads(value)
+    except ValueError:
+        return None
+    if isinstance(words, list) and all(isinstance(w, str) for w in words):
+        return words
+    return None
+
+
+def _split(command: str | list[str]) -> list[list[str]]:
+    """The simple commands in a shell string (split at ``&&``, ``;``, ``|``, ...), or the exec form's one command.
+
+    ``sh -c "..."`` is opened up.
+    """
+    if isinstance(command, list):
+        words = command
+        if len(words) >= 3 and words[0].rsplit("/", 1)[-1] in ("sh", "bash", "dash") and words[1] == "-c":
+            return _split(words[2])
+        return [words]
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|")
+    lexer.whitespace_split = True
+    lexer.commenters = "#"
+    try:
+        tokens = list(lexer)
+    except ValueError:  # unbalanced quotes: read what splits on whitespace
+        tokens = command.split()
+    out: list[list[str]] = [[]]
+    for token in tokens:
+        if token in _SEPARATORS:
+            out.append([])
+        else:
+            out[-1].append(token)
+    expanded: list[list[str]] = []
+    for words in out:
+        if len(words) >= 3 and words[0].rsplit("/", 1)[-1] in ("sh", "bash", "dash") and words[1] == "-c":
+            expanded.extend(_split(words[2]))
+        elif words:
+            expanded.append(words)
+    return expanded
+
+
+_VALUE_OPTIONS = frozenset(
+    {"-b", "--bind", "--uds", "--host", "-e", "--env", "--env-file", "-c", "--config", "--chdir", "--app-dir",
+     "-k", "--worker-class", "--log-config", "--root-path", "--certfile", "--keyfile", "--pid", "-p"}
+)
+"""Options whose value follows as the next word and may look like an import string (``--bind unix:app.sock``)."""
+_WRAPPERS = frozenset({"exec", "env", "nohup", "time", "tini", "dumb-init", "--", "ddtrace-run",
+                       "opentelemetry-instrument", "run", "poetry", "pipenv", "pdm", "uv", "hatch"})
+
+
+def _read(words: list[str], env_workers: str | None) -> tuple[str, str, str] | None:
+    """(server, workers, app) when ``words`` start a server with more than one worker and name its app."""
+    i = 0
+    while i < len(words) and (words[i] in _WRAPPERS or ("=" in words[i] and not words[i].startswith("-"))):
+        i += 1  # exec, env VAR=value, poetry run, ... before the command
+    if i >= len(words):
+        return None
+    head = words[i].rsplit("/", 1)[-1]
+    if re.fullmatch(r"python[\d.]*", head) and i + 2 < len(words) and words[i + 1] == "-m":
+        head = words[i + 2]
+        i += 2
+    if head not in SERVERS:
+        return None
+    workers: str | None = None
+    app: str | None = None
+    rest = words[i + 1 :]
+    j = 0
+    while j < len(rest):
+        word = rest[j]
+        if (word == "--workers" or (word == "-w" and head != "uvicorn")) and j + 1 < len(rest):
+            workers = rest[j + 1]
+            j += 1
+        elif word.startswith("--workers="):
+            workers = word.split("=", 1)[1]
+        elif head != "uvicorn" and word.startswith("-w") and len(word) > 2:
+            workers = word[2:]
+        elif word in _VALUE_OPTIONS:
+            j += 1  # its value is not the app
+        elif app is None and _APP.match(word):
+            app = word
+        j += 1
+    if workers is None:
+        workers = env_workers
+    if workers is None or app is None:
+        return None
+    if workers.isdigit() and int(workers) <= 1:
+        return None
+    return head, workers, app

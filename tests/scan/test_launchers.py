@@ -1,0 +1,108 @@
+"""C013 from command lines: Dockerfiles, Procfiles, shell scripts and Compose files that start several workers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from infradoctor.scan.engine import ScanOptions, scan_paths
+from infradoctor.scan.launchers import kind, launches
+
+
+@pytest.mark.parametrize(
+    "name,expected",
+    [
+        ("Dockerfile", "dockerfile"),
+        ("Dockerfile.gpu", "dockerfile"),
+        ("api.Dockerfile", "dockerfile"),
+        ("Containerfile", "dockerfile"),
+        ("Procfile", "procfile"),
+        ("start.sh", "shell"),
+        ("docker-compose.yml", "compose"),
+        ("compose.prod.yaml", "compose"),
+        ("main.py", None),
+        ("Dockerfile.py", None),
+        ("dockerfiles.txt", None),
+        ("config.yml", None),
+    ],
+)
+def test_launcher_files_by_name(name: str, expected: str | None) -> None:
+    assert (kind(name) if not name.endswith(".py") else None) == expected
+
+
+@pytest.mark.parametrize(
+    "file_kind,text,expected",
+    [
+        ("dockerfile", 'CMD ["uvicorn", "app.main:app", "--host", "0.0.0.0", "--workers", "4"]', [("uvicorn", "4")]),
+        ("dockerfile", "CMD uvicorn app.main:app --workers=4", [("uvicorn", "4")]),
+        (
+            "dockerfile",
+            'ENTRYPOINT ["gunicorn", "-k", "uvicorn.workers.UvicornWorker", "-b", "unix:api.sock", "-w", "3",'
+            ' "app.main:app"]',
+            [("gunicorn", "3")],
+        ),
+        ("dockerfile", 'CMD ["sh", "-c", "alembic upgrade head && exec hypercorn -w 2 app.main:app"]', [("hypercorn", "2")]),
+        ("dockerfile", "RUN pip install uvicorn \\\n    && echo done\nCMD python3 -m uvicorn app.main:app --workers ${N}",
+         [("uvicorn", "${N}")]),
+        ("dockerfile", "ENV WEB_CONCURRENCY=4\nCMD gunicorn app.main:app", [("gunicorn", "4")]),
+        ("dockerfile", "ENV WEB_CONCURRENCY=1\nCMD gunicorn app.main:app", []),
+        ("dockerfile", "CMD uvicorn app.main:app --workers 1", []),
+        ("dockerfile", "CMD uvicorn app.main:app", []),  # one worker by default
+        ("dockerfile", "# CMD uvicorn app.main:app --workers 4", []),
+        ("dockerfile", "CMD uvicorn --workers 4", []),  # no app named: nothing to follow
+        ("procfile", "web: gunicorn -w4 --preload app.main:create_app()\nworker: celery -A app worker -c 8", [
+            ("gunicorn", "4")]),
+        ("shell", "#!/bin/sh\nset -e\nexec poetry run uvicorn app.main:app \\\n  --workers \"$WORKERS\" # prod",
+         [("uvicorn", "$WORKERS")]),
+        ("shell", "echo 'run uvicorn app.main:app --workers 4 to start'", []),
+        ("shell", "uvicorn app.main:app --workers 4 'unbalanced", [("uvicorn", "4")]),
+        ("compose", "services:\n  api:\n    command: [\"uvicorn\", \"app.main:app\", \"--workers\", \"2\"]\n",
+         [("uvicorn", "2")]),
+        ("compose", "services:\n  api:\n    command: \"gunicorn --workers 5 app.main:app\"\n", [("gunicorn", "5")]),
+    ],
+)
+def test_launches(file_kind: str, text: str, expected: list[tuple[str, str]]) -> None:
+    found = launches(text, file_kind)
+    assert [(launch.server, launch.workers) for launch in found] == expected
+    for launch in found:
+        assert launch.module == "app.main"
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+
+
+def test_c013_follows_launchers_to_the_gpu_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli) -> None:
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, {
+        "svc/app/__init__.py": "",
+        "svc/app/main.py": "import torch\nfrom fastapi import FastAPI\n\napp = FastAPI()\n"
+        "model = torch.nn.Linear(4, 2).to('cuda')\n",
+        "svc/app/cpu.py": "import torch\nmodel = torch.nn.Linear(4, 2)\n",
+        "svc/Dockerfile": "FROM python:3.11-slim\nWORKDIR /srv\nCOPY . .\n"
+        'CMD ["gunicorn", "-k", "uvicorn.workers.UvicornWorker", "-w", "4", "app.main:app"]\n',
+        "svc/Procfile": "web: uvicorn app.cpu:app --workers 4\n",  # CPU model: fine
+        "svc/scripts/serve.sh": "#!/bin/sh\n# noqa: C013 - one GPU per worker via CUDA_VISIBLE_DEVICES\n"
+        "exec uvicorn app.main:app --workers 2\n",
+        "svc/docker-compose.yml": "services:\n  api:\n    build: .\n    command: uvicorn app.main:app --workers ${WORKERS}\n",
+        "other/Dockerfile": "CMD uvicorn app.main:app --workers 4\n",  # app/main.py is not under other/: not found
+    })
+    report = scan_paths([tmp_path / "svc", tmp_path / "other"], ScanOptions(select=("C013",)))
+    found = sorted((v.path, v.line, v.column, v.evidence["workers"], v.evidence["launcher"]) for v in report.violations)
+    assert found == [
+        ("svc/Dockerfile", 4, 7, "4", "dockerfile"),
+        ("svc/docker-compose.yml", 4, 14, "${WORKERS}", "compose"),
+    ]
+    assert all(v.evidence["model_path"] == "svc/app/main.py" and v.evidence["gpu_model_line"] == 5
+               for v in report.violations)
+    assert report.suppressed == 1 and report.problems == ()
+    assert report.files_scanned == 8  # 3 Python files, 5 launchers
+    # the CLI shows and stores them like any finding (SARIF locations name the launcher file)
+    result = cli("scan", "svc", "--select", "C013", "--format", "sarif")
+    sarif = json.loads(result.stdout)
+    uris = sorted(r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in sarif["runs"][0]["results"])
+    assert uris == ["svc/Dockerfile", "svc/docker-compose.yml"]
