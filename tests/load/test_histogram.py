@@ -110,7 +110,7 @@ def test_reservoir_is_bounded_and_deterministic() -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(
-    capacity=st.integers(1, 50),
+    capacity=st.integers(0, 50),
     seed=st.integers(0, 2**16),
     batches=st.lists(st.integers(0, 400), max_size=12),
 )

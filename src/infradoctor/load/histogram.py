@@ -337,6 +337,9 @@ class ReservoirSample:
         offered (the others are skipped by arithmetic).
         """
         n = len(values)
+        if self.capacity <= 0:  # no sample kept (add() keeps none either)
+            self.seen += n
+            return
         i = 0
         while i < n and self.seen < self.capacity:
             self.add(convert(values[i]))
