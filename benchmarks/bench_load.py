@@ -162,12 +162,13 @@ CPU_US: dict[str, list[float]] = {}
 """Generator CPU (user + system, rusage) per request, microseconds, per tool (for infradoctor over the point alone:
 interpreter start-up and imports excluded, as wrk has none to speak of)."""
 SERVER_BUSY: dict[str, list[float]] = {}
-"""Share of one core the nginx worker was busy during each tool's runs."""
+"""Share of one core the nginx worker was busy during each tool's runs (infradoctor's children meter it over their
+point alone; wrk's start-up is negligible)."""
 NGINX_WORKER: list[Any] = []
 
 
 def metered(name: str, run: Callable[[], float | None]) -> float | None:
-    """``run()`` with the nginx worker's busy share recorded under ``name``."""
+    """``run()`` (wrk) with the nginx worker's busy share recorded under ``name``."""
     worker = NGINX_WORKER[0] if NGINX_WORKER else None
     t0 = time.perf_counter()
     c0 = sum(worker.cpu_times()[:2]) if worker is not None else 0.0
@@ -232,7 +233,8 @@ def run_hey(url: str, connections: int, duration: float) -> float | None:
 
 
 OURS_CHILD = r"""
-import json, resource, sys
+import json, os, resource, sys, time
+import psutil
 sys.path.insert(0, sys.argv[6])
 from infradoctor.load import RequestSpec, run_point
 from infradoctor.load.client import compiled_fast_path
@@ -242,12 +244,16 @@ url, connections, duration, headers, processes = sys.argv[1], int(sys.argv[2]), 
 spec = RequestSpec(url) if headers else RequestSpec(url, capture_headers=())
 if __name__ == "__main__":
     _numpy()  # imported before the CPU count starts, as wrk has nothing to import
+    server = psutil.Process(int(os.environ["BENCH_SERVER_PID"])) if os.environ.get("BENCH_SERVER_PID") else None
     before = resource.getrusage(resource.RUSAGE_SELF)
+    server_cpu, t0 = (sum(server.cpu_times()[:2]) if server else 0.0), time.perf_counter()
     point = run_point(spec, concurrency=connections, duration_s=duration, timeout_s=10, processes=processes)
     after = resource.getrusage(resource.RUSAGE_SELF)
+    busy = (sum(server.cpu_times()[:2]) - server_cpu) / (time.perf_counter() - t0) if server else None
     cpu_s = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
     print(json.dumps({"throughput_rps": point.throughput_rps, "completed": point.completed,
-                      "timed": point.latency.count, "compiled": compiled_fast_path(), "cpu_s": cpu_s}))
+                      "timed": point.latency.count, "compiled": compiled_fast_path(), "cpu_s": cpu_s,
+                      "server_busy": busy}))
 """
 
 
@@ -265,6 +271,8 @@ def run_ours(
         script.write(OURS_CHILD)
     try:
         env = dict(os.environ)
+        if NGINX_WORKER:  # the child meters the server over its point alone (not over its start-up)
+            env["BENCH_SERVER_PID"] = str(NGINX_WORKER[0].pid)
         if not compiled:
             env[COMPILED_ENV] = "0"
         out = subprocess.run(
@@ -282,6 +290,9 @@ def run_ours(
     assert data["timed"] == data["completed"], "every request is timed into the histogram"
     if compiled:
         COMPILED.append(bool(data["compiled"]))
+    if processes == 1 and data.get("server_busy") is not None:
+        name = "python_path" if not compiled else "headers" if headers else "ours"
+        SERVER_BUSY.setdefault(name, []).append(data["server_busy"])
     if processes == 1 and not headers and data["completed"]:
         CPU_US.setdefault("infradoctor" if compiled else "python_path", []).append(
             data["cpu_s"] / data["completed"] * 1e6
@@ -318,10 +329,9 @@ def throughput(url: str, args: argparse.Namespace) -> dict[str, float | None]:
             if name == "wrk":
                 got[name] = metered("wrk", lambda: run_wrk(url, args.connections, args.duration))
             else:
-                got[name] = metered(name, lambda name=name: run_ours(url, args, headers=name == "headers"))
+                got[name] = run_ours(url, args, headers=name == "headers")
         procs = run_ours(url, args, processes=args.processes) if args.processes > 1 else None
-        python_path = metered("python_path", lambda: run_ours(url, args, compiled=False))
-        assert python_path is not None
+        python_path = run_ours(url, args, compiled=False)
         runs["python_path"].append(python_path)
         h = run_hey(url, args.connections, args.duration)
         floor = run_floor(url, args.connections, args.duration)

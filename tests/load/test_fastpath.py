@@ -34,6 +34,9 @@ def fastpath() -> Any:
         (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok", (), 0),
         (b"HTTP/1.1 200 OK\r\nServer-Timing: app\r\nContent-Length: 2\r\n\r\nok", (b"server-timing",), 0),
         (b"HTTP/1.1 200 OK\r\nServer-Timing: app\r\nContent-Length: 2\r\n\r\nok", (), 1),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", (b"content-length",), 0),  # captured, though special
+        (b"HTTP/1.1 200 OK\r\nProxy-Connection: close\r\nContent-Length: 2\r\n\r\nok", (), 0),  # llhttp: close
+        (b"HTTP/1.1 200 OK\r\nProxy-Connection: keep-alive\r\nContent-Length: 2\r\n\r\nok", (), 1),
         (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhel", (), -1),  # body still coming
         (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n", (), -1),  # head still coming
         (PLAIN + PLAIN, (), -1),  # two responses in one read
@@ -70,7 +73,8 @@ class Recorder:
 
 
 _names = st.sampled_from(
-    [b"Content-Length", b"content-length", b"Connection", b"Transfer-Encoding", b"X-Thing", b"Server-Timing", b"Date"]
+    [b"Content-Length", b"content-length", b"Connection", b"Proxy-Connection", b"Transfer-Encoding", b"X-Thing",
+     b"Server-Timing", b"Date"]
 )
 _values = st.sampled_from([b"5", b"0", b"12", b"keep-alive", b"close", b"chunked", b"x y", b"", b" 5 ", b"5x"])
 
@@ -81,7 +85,7 @@ _values = st.sampled_from([b"5", b"0", b"12", b"keep-alive", b"close", b"chunked
     headers=st.lists(st.tuples(_names, _values), max_size=5),
     body=st.sampled_from([b"", b"hello", b"hello world!", b"\r\nX: y\r\n"]),
     cut=st.integers(-3, 3),
-    capture=st.sampled_from([(), (b"server-timing",)]),
+    capture=st.sampled_from([(), (b"server-timing",), (b"content-length",)]),
 )
 def test_scan_agrees_with_httptools(
     fastpath: Any, status: bytes, headers: list[tuple[bytes, bytes]], body: bytes, cut: int, capture: tuple[bytes, ...]

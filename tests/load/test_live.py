@@ -159,15 +159,27 @@ def test_connection_resets(sick: Running) -> None:
     assert point.ok == 0 and point.latency.count == 30
 
 
-def test_a_request_budget_is_exact_when_connections_reset_mid_run(sick: Running) -> None:
-    """--requests N sends exactly N requests, resets and reconnects included (the fast path shares the budget)."""
+@pytest.mark.parametrize("fast_path", ["compiled", "python", "unbuilt"])
+def test_a_request_budget_is_exact_when_connections_reset_mid_run(
+    sick: Running, monkeypatch: pytest.MonkeyPatch, fast_path: str
+) -> None:
+    """--requests N sends exactly N requests, resets and reconnects included (the fast path shares the budget),
+    with the compiled fast path, with it switched off, and where it was never built."""
+    from infradoctor.load import client
     from infradoctor.procs import http_get
+    from tests.load.test_engine_clock import require_compiled
 
-    url = f"{sick.url}/reset_every?n=40&key=budget"
+    if fast_path == "compiled":
+        require_compiled()
+    elif fast_path == "python":
+        monkeypatch.setenv(client.COMPILED_ENV, "0")
+    else:
+        monkeypatch.setattr(client, "_fastpath", None)
+    url = f"{sick.url}/reset_every?n=40&key=budget-{fast_path}"
     point = run_point(RequestSpec(url, capture_headers=()), concurrency=4, requests=2000, duration_s=None, timeout_s=5)
     assert (point.sent, point.completed, point.latency.count) == (2000, 2000, 2000)
     assert point.errors == {"reset": 50} and point.ok == 1950
-    assert http_get(f"{sick.url}/seen?key=budget", max_body=64).body.strip() == b"2000"  # and no extra request
+    assert http_get(f"{sick.url}/seen?key=budget-{fast_path}", max_body=64).body.strip() == b"2000"  # none extra
 
 
 def test_stalls_beyond_timeout_are_read_timeouts_kept_at_the_timeout(sick: Running) -> None:

@@ -61,6 +61,20 @@ def test_launcher_files_by_name(name: str, expected: str | None) -> None:
         ("compose", "services:\n  api:\n    command: [\"uvicorn\", \"app.main:app\", \"--workers\", \"2\"]\n",
          [("uvicorn", "2")]),
         ("compose", "services:\n  api:\n    command: \"gunicorn --workers 5 app.main:app\"\n", [("gunicorn", "5")]),
+        ("compose", "services:\n  api:\n    environment:\n      - WEB_CONCURRENCY=3\n    command: uvicorn app.main:app\n",
+         [("uvicorn", "3")]),
+        # a default taken from the variable itself, a comment, a server that ignores it: no worker count set here
+        ("shell", 'export WEB_CONCURRENCY="${WEB_CONCURRENCY:-1}"\nexec uvicorn app.main:app', []),
+        ("shell", ': "${WEB_CONCURRENCY:=1}"\n# workers from WEB_CONCURRENCY=4\nexec gunicorn app.main:app', []),
+        ("shell", "export WEB_CONCURRENCY=4\nhypercorn app.main:app", []),
+        ("shell", "export WEB_CONCURRENCY=4  # two GPUs\ngunicorn app.main:app", [("gunicorn", "4")]),
+        ("dockerfile", "ENV WEB_CONCURRENCY 2\nCMD uvicorn app.main:app", [("uvicorn", "2")]),
+        ("shell", "python3 -u -X dev -m uvicorn app.main:app --workers 2", [("uvicorn", "2")]),
+        ("shell", "python serve.py uvicorn app.main:app --workers 2", []),  # a script, not the server
+        ("shell", 'if [ -n "$PROD" ]; then uvicorn app.main:app --workers 4; fi', [("uvicorn", "4")]),
+        ("shell", "gunicorn --statsd-host statsd:x -w 2 --env A=b:c app.main:app", [("gunicorn", "2")]),
+        ("shell", "gunicorn -w 2 other.wsgi:app app.main:app", [("gunicorn", "2")]),  # gunicorn: the last one
+        ("shell", "uvicorn app.main:app --workers \u00b2", [("uvicorn", "\u00b2")]),  # not a number: kept as written
     ],
 )
 def test_launches(file_kind: str, text: str, expected: list[tuple[str, str]]) -> None:
@@ -68,6 +82,20 @@ def test_launches(file_kind: str, text: str, expected: list[tuple[str, str]]) ->
     assert [(launch.server, launch.workers) for launch in found] == expected
     for launch in found:
         assert launch.module == "app.main"
+
+
+def test_odd_launcher_files_are_problems_not_crashes(tmp_path: Path) -> None:
+    write(tmp_path, {
+        "Dockerfile": "CMD " + "[" * 50_000 + "\n",
+        "run.sh": "uvicorn main:app --workers \u00b2\n\x00\xff",
+        "Procfile": "web: gunicorn -w 'unbalanced main:app\n",
+        "main.py": "import torch\nmodel = torch.nn.Linear(2, 2).cuda()\n",
+    })
+    (tmp_path / "compose.yaml").write_bytes(b"command: uvicorn main:app --workers 4 \xff\xfe\n")
+    report = scan_paths([tmp_path], ScanOptions(select=("C013",)))
+    # read as far as it goes (unbalanced quotes: split on whitespace; a count that is no number: as written)
+    assert sorted(v.path.rsplit("/", 1)[-1] for v in report.violations) == ["Procfile", "compose.yaml", "run.sh"]
+    assert report.problems == () and report.files_scanned == 5
 
 
 def write(root: Path, files: dict[str, str]) -> None:

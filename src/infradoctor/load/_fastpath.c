@@ -15,7 +15,7 @@
  * The parser is strict on purpose: what it does not accept, httptools judges.
  *
  * Times come from clock_gettime(CLOCK_MONOTONIC), which is time.perf_counter() on Linux, or from a Python clock
- * when one is given (tests inject one; other platforms always pass time.perf_counter).
+ * when one is given (tests inject one; on other platforms the client always passes time.perf_counter).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -35,7 +35,7 @@ typedef struct {
     double until;
     double last;
     long long left;
-    int counted;
+    char counted; /* T_BOOL members are C chars */
     double *buf;
     Py_ssize_t len;
     Py_ssize_t cap;
@@ -66,7 +66,7 @@ sink_init(SinkObject *self, PyObject *args, PyObject *kwds)
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|p:Sink", kwlist, &counted)) {
         return -1;
     }
-    self->counted = counted;
+    self->counted = (char)counted;
     self->until = -Py_HUGE_VAL;
     self->last = 0.0;
     self->left = 0;
@@ -265,6 +265,15 @@ scan_response(const char *p, Py_ssize_t n, PyObject *capture)
             value_end--;
         }
         i += 2;
+        if (capture != NULL && !captured) {
+            Py_ssize_t k, count = PyTuple_GET_SIZE(capture);
+            for (k = 0; k < count; k++) {
+                if (name_is(p + name_start, name_len, PyBytes_AS_STRING(PyTuple_GET_ITEM(capture, k)))) {
+                    captured = 1;
+                    break;
+                }
+            }
+        }
         if (name_is(p + name_start, name_len, "content-length")) {
             Py_ssize_t j;
             long long length = 0;
@@ -282,21 +291,13 @@ scan_response(const char *p, Py_ssize_t n, PyObject *capture)
         else if (name_is(p + name_start, name_len, "transfer-encoding")) {
             return NOT_ONE;
         }
-        else if (name_is(p + name_start, name_len, "connection")) {
+        else if (name_is(p + name_start, name_len, "connection") ||
+                 name_is(p + name_start, name_len, "proxy-connection")) { /* llhttp reads both */
             if (value_is(p + value_start, value_end - value_start, "close")) {
                 close = 1;
             }
             else if (!value_is(p + value_start, value_end - value_start, "keep-alive")) {
                 return NOT_ONE; /* upgrade, lists of options: left to httptools */
-            }
-        }
-        else if (capture != NULL && !captured) {
-            Py_ssize_t k, count = PyTuple_GET_SIZE(capture);
-            for (k = 0; k < count; k++) {
-                if (name_is(p + name_start, name_len, PyBytes_AS_STRING(PyTuple_GET_ITEM(capture, k)))) {
-                    captured = 1;
-                    break;
-                }
             }
         }
     }
@@ -317,7 +318,7 @@ typedef struct {
     PyObject *capture; /* tuple of lower-case bytes, or NULL */
     PyObject *clock;   /* NULL: CLOCK_MONOTONIC */
     PyObject *write;   /* transport.write, once connected */
-    int enabled;
+    char enabled;      /* T_BOOL */
     unsigned long long taken;
 } ReaderObject;
 

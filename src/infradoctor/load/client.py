@@ -12,6 +12,7 @@ import asyncio
 import math
 import os
 import re
+import sys
 import time
 from array import array
 from collections.abc import Callable
@@ -328,7 +329,8 @@ class FastConnection(Connection):
                 type(self).data_received,
                 self.fast_data,
                 self.fast_capture,
-                None if self.clock is time.perf_counter else self.clock,
+                # C reads CLOCK_MONOTONIC itself where that is perf_counter's clock (Linux)
+                None if self.clock is time.perf_counter and sys.platform.startswith("linux") else self.clock,
             )
             # the event loop calls the instance's data_received (uvloop looks it up once, at connect)
             self.data_received = self.reader.feed  # type: ignore[method-assign]
@@ -410,10 +412,6 @@ def _complete_at_headers(self: Connection) -> None:
     self.on_message_complete()
 
 
-def _fastpath_sink_type() -> type:
-    return _fastpath.Sink if _fastpath is not None else FastSink
-
-
 def connection_class(
     *,
     capture: frozenset[bytes],
@@ -449,7 +447,9 @@ def connection_class(
         attrs["fast_sink"] = fast_driver.fast_sink
         attrs["fast_data"] = fast_driver.fast_data
         attrs["fast_capture"] = tuple(sorted(capture))
-        attrs["compiled"] = not pure_python and isinstance(fast_driver.fast_sink, _fastpath_sink_type())
+        attrs["compiled"] = (
+            not pure_python and _fastpath is not None and isinstance(fast_driver.fast_sink, _fastpath.Sink)
+        )
     if no_body:
         attrs["no_body"] = True
         attrs["on_headers_complete"] = _complete_at_headers

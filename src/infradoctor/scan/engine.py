@@ -525,7 +525,14 @@ def _scan_file(path: Path, config: ScanConfig, options: ScanOptions, problems: l
     codes = config.select - config.ignored_for(path)
     launcher = launchers.kind(path.name)
     if launcher is not None and not path.name.endswith(".py"):
-        return _check_launcher(data.decode("utf-8", errors="replace"), display, codes, launcher)
+        try:
+            return _check_launcher(data.decode("utf-8", errors="replace"), display, codes, launcher)
+        except RecursionError:
+            problems.append(FileProblem(display, "too-complex", "commands nest too deeply to read; skipped"))
+        except Exception as exc:  # noqa: BLE001 - a bug in reading one file must not lose the rest of the scan
+            problems.append(FileProblem(display, "internal-error", f"the launcher reader failed on this file "
+                                        f"({type(exc).__name__}: {exc}); please report it"))
+        return None
     try:
         text = decode_source(data)
     except (UnicodeDecodeError, SyntaxError, LookupError) as exc:

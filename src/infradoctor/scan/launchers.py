@@ -5,7 +5,9 @@ A deployment usually sets its worker count where it starts the server, not in Py
 ``web: uvicorn app.main:app --workers 4``, ``exec python -m uvicorn app.main:app --workers "$WORKERS"``. This module
 finds such commands (uvicorn, gunicorn and hypercorn, run directly or as ``python -m``) and reads their worker
 count and app import string. It reads commands, not shells: variables stay as written (``$WORKERS``), and a
-worker count set only through ``WEB_CONCURRENCY`` counts when the same file sets that variable.
+worker count set only through ``WEB_CONCURRENCY`` (uvicorn, gunicorn) counts when the same file assigns it a
+number (in a Compose file, whichever service sets it). Not read: Compose block scalars (``command: >``) and
+list-form ``command:`` blocks, commands inside shell functions called elsewhere.
 """
 
 from __future__ import annotations
@@ -21,7 +23,14 @@ _DOCKERFILE = re.compile(r"^(?:dockerfile|containerfile)(?:[._-][\w.-]*)?$|\.(?:
 _COMPOSE = re.compile(r"^(?:docker-)?compose(?:[._-][\w.-]*)?\.ya?ml$", re.I)
 _APP = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*(?:\(.*\))?$")
 _SEPARATORS = frozenset({"&&", "||", ";", "|", "&", ";;"})
-_WEB_CONCURRENCY = re.compile(r"""\bWEB_CONCURRENCY["']?\s*[=:]\s*["']?([^\s"'#;,\]}]+)""")
+_WEB_CONCURRENCY = re.compile(
+    r"""^\s*(?:-\s*)?(?:export\s+|ENV\s+)?["']?WEB_CONCURRENCY["']?(?:\s*[=:]\s*|\s+)["']?([0-9]+)["']?\s*(?:#.*)?$""",
+    re.M | re.I,
+)
+"""An assignment of a number (shell, Dockerfile ``ENV``, Compose ``environment``); a default taken from another
+variable (``${WEB_CONCURRENCY:-1}``) is not a worker count this file sets."""
+_ENV_SERVERS = frozenset({"uvicorn", "gunicorn"})
+"""The servers that take their worker count from ``WEB_CONCURRENCY``."""
 _DOCKER_INSTRUCTION = re.compile(r"^\s*(CMD|ENTRYPOINT|RUN)\s+(.*)$", re.I | re.S)
 _COMPOSE_COMMAND = re.compile(r"^\s*-?\s*(?:command|entrypoint)\s*:\s*(.*)$")
 _PROCFILE_ENTRY = re.compile(r"^\s*[\w-]+\s*:\s*(.*)$")
@@ -66,9 +75,8 @@ def kind(name: str) -> str | None:
 def launches(text: str, file_kind: str) -> list[Launch]:
     """The multi-worker server commands in a launcher file's text (``file_kind`` from :func:`kind`)."""
     env_workers = None
-    match = _WEB_CONCURRENCY.search(text)
-    if match:
-        env_workers = match.group(1)
+    for match in _WEB_CONCURRENCY.finditer(text):
+        env_workers = match.group(1)  # the last assignment wins
     found: list[Launch] = []
     for line_no, first_line, command in _commands(text, file_kind):
         for words in _split(command):
@@ -134,7 +142,7 @@ def _exec_form(value: str) -> list[str] | None:
         return None
     try:
         words = json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if isinstance(words, list) and all(isinstance(w, str) for w in words):
         return words
@@ -175,29 +183,45 @@ def _split(command: str | list[str]) -> list[list[str]]:
 
 _VALUE_OPTIONS = frozenset(
     {"-b", "--bind", "--uds", "--host", "-e", "--env", "--env-file", "-c", "--config", "--chdir", "--app-dir",
-     "-k", "--worker-class", "--log-config", "--root-path", "--certfile", "--keyfile", "--pid", "-p"}
+     "-k", "--worker-class", "--log-config", "--root-path", "--certfile", "--keyfile", "--pid", "-p",
+     "--statsd-host", "--statsd-prefix", "--forwarded-allow-ips", "--proxy-allow-from", "--error-logfile",
+     "--log-file", "--access-logfile", "--ssl-keyfile", "--ssl-certfile", "--ca-certs", "--user", "--group"}
 )
 """Options whose value follows as the next word and may look like an import string (``--bind unix:app.sock``)."""
 _WRAPPERS = frozenset({"exec", "env", "nohup", "time", "tini", "dumb-init", "--", "ddtrace-run",
-                       "opentelemetry-instrument", "run", "poetry", "pipenv", "pdm", "uv", "hatch"})
+                       "opentelemetry-instrument", "run", "poetry", "pipenv", "pdm", "uv", "hatch", "then", "do",
+                       "else", "{", "("})
+_NUMBER = re.compile(r"[0-9]+")
 
 
-def _read(words: list[str], env_workers: str | None) -> tuple[str, str, str] | None:
-    """(server, workers, app) when ``words`` start a server with more than one worker and name its app."""
+def _server(words: list[str]) -> tuple[str, int] | None:
+    """The server a command runs and the index of its first argument: ``uvicorn ...``, ``python -u -m gunicorn``."""
     i = 0
     while i < len(words) and (words[i] in _WRAPPERS or ("=" in words[i] and not words[i].startswith("-"))):
         i += 1  # exec, env VAR=value, poetry run, ... before the command
     if i >= len(words):
         return None
     head = words[i].rsplit("/", 1)[-1]
-    if re.fullmatch(r"python[\d.]*", head) and i + 2 < len(words) and words[i + 1] == "-m":
-        head = words[i + 2]
-        i += 2
-    if head not in SERVERS:
+    if re.fullmatch(r"python[0-9.]*", head):
+        i += 1
+        while i < len(words) and words[i].startswith("-") and words[i] != "-m":
+            i += 2 if words[i] in ("-X", "-W") else 1  # interpreter options before -m
+        if i + 1 >= len(words) or words[i] != "-m":
+            return None  # a script, not a module
+        head = words[i + 1]
+        i += 1
+    return (head, i + 1) if head in SERVERS else None
+
+
+def _read(words: list[str], env_workers: str | None) -> tuple[str, str, str] | None:
+    """(server, workers, app) when ``words`` start a server with more than one worker and name its app."""
+    found = _server(words)
+    if found is None:
         return None
+    head, start = found
     workers: str | None = None
-    app: str | None = None
-    rest = words[i + 1 :]
+    apps: list[str] = []
+    rest = words[start:]
     j = 0
     while j < len(rest):
         word = rest[j]
@@ -210,13 +234,14 @@ def _read(words: list[str], env_workers: str | None) -> tuple[str, str, str] | N
             workers = word[2:]
         elif word in _VALUE_OPTIONS:
             j += 1  # its value is not the app
-        elif app is None and _APP.match(word):
-            app = word
+        elif _APP.match(word):
+            apps.append(word)
         j += 1
-    if workers is None:
+    if workers is None and head in _ENV_SERVERS:
         workers = env_workers
-    if workers is None or app is None:
+    if workers is None or not apps:
         return None
-    if workers.isdigit() and int(workers) <= 1:
+    if _NUMBER.fullmatch(workers) and int(workers) <= 1:
         return None
-    return head, workers, app
+    # gunicorn takes the app as its last argument; uvicorn and hypercorn as their first
+    return head, workers, apps[-1] if head == "gunicorn" else apps[0]
