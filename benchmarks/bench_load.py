@@ -7,7 +7,10 @@
    infradoctor and wrk run back to back in alternating order each round, and the headline is the median of the
    per-round ratios (runs that shared the machine's state); goal >= 1.0x wrk and >= 2x hey (ratio of medians).
    The single-process engine is the headline; the same with header capture on (the CLI's default, reading
-   Server-Timing) and a run over `--processes` generator processes (merged histograms) are printed beside it.
+   Server-Timing), with the compiled fast path off (`INFRADOCTOR_LOAD_COMPILED=0`: the Python one) and a run over
+   `--processes` generator processes (merged histograms) are printed beside it. Each tool's CPU per request
+   (rusage; for infradoctor over the point alone) and the nginx worker's busy share during its runs tell whether
+   the generator or the server set the rate: with nginx near 100% of its core, no generator can go faster.
 
 2. Memory. A child process runs one closed-loop point of `--long-requests` requests (default 1M; the goal is 10M)
    against the same nginx and samples its RSS as it goes; the peak RSS and the growth per million requests are
