@@ -47,7 +47,7 @@ def test_launcher_files_by_name(name: str, expected: str | None) -> None:
         ("dockerfile", "RUN pip install uvicorn \\\n    && echo done\nCMD python3 -m uvicorn app.main:app --workers ${N}",
          [("uvicorn", "${N}")]),
         ("dockerfile", "ENV WEB_CONCURRENCY=4\nCMD gunicorn app.main:app", [("gunicorn", "4")]),
-        ("dockerfile", "ENV WEB_CONCURRENCY=1\nCMD gunicorn app.main:app", []),
+        ("dockerfile", "ENV WEB_CONCURRENCY=1\nCMD gunicorn app.main:app", [("gunicorn", "")]),  # its config decides
         ("dockerfile", "CMD uvicorn app.main:app --workers 1", []),
         ("dockerfile", "CMD uvicorn app.main:app", []),  # one worker by default
         ("dockerfile", "# CMD uvicorn app.main:app --workers 4", []),
@@ -65,7 +65,7 @@ def test_launcher_files_by_name(name: str, expected: str | None) -> None:
          [("uvicorn", "3")]),
         # a default taken from the variable itself, a comment, a server that ignores it: no worker count set here
         ("shell", 'export WEB_CONCURRENCY="${WEB_CONCURRENCY:-1}"\nexec uvicorn app.main:app', []),
-        ("shell", ': "${WEB_CONCURRENCY:=1}"\n# workers from WEB_CONCURRENCY=4\nexec gunicorn app.main:app', []),
+        ("shell", ': "${WEB_CONCURRENCY:=1}"\n# workers from WEB_CONCURRENCY=4\nexec uvicorn app.main:app', []),
         ("shell", "export WEB_CONCURRENCY=4\nhypercorn app.main:app", []),
         ("shell", "export WEB_CONCURRENCY=4  # two GPUs\ngunicorn app.main:app", [("gunicorn", "4")]),
         ("dockerfile", "ENV WEB_CONCURRENCY 2\nCMD uvicorn app.main:app", [("uvicorn", "2")]),
@@ -82,6 +82,40 @@ def test_launches(file_kind: str, text: str, expected: list[tuple[str, str]]) ->
     assert [(launch.server, launch.workers) for launch in found] == expected
     for launch in found:
         assert launch.module == "app.main"
+
+
+def test_c013_takes_gunicorns_worker_count_from_its_configuration_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`gunicorn app:app` reads gunicorn.conf.py from its working directory (or `-c FILE`): its `workers` decide."""
+    monkeypatch.chdir(tmp_path)
+    gpu = "import torch\nmodel = torch.nn.Linear(2, 2).cuda()\n"
+    write(tmp_path, {
+        "a/main.py": gpu,
+        "a/gunicorn.conf.py": "import multiprocessing\nworkers = multiprocessing.cpu_count()\n",
+        "a/Dockerfile": "CMD gunicorn -k uvicorn.workers.UvicornWorker main:app\n",
+        "b/main.py": gpu,
+        "b/deploy/gunicorn_prod.conf.py": "workers = 4\n",
+        "b/Procfile": "web: gunicorn --config=deploy/gunicorn_prod.conf.py main:app\n",
+        "b/run.sh": "exec gunicorn -c /srv/gunicorn.conf.py main:app\n",  # a container path: its name here: none
+        "c/main.py": gpu,
+        "c/gunicorn.conf.py": "workers = 1\n",  # the file wins over WEB_CONCURRENCY
+        "c/Dockerfile": "ENV WEB_CONCURRENCY=4\nCMD gunicorn main:app\n",
+        "d/main.py": gpu,
+        "d/Dockerfile": "ENV WEB_CONCURRENCY=3\nCMD gunicorn main:app\n",  # no configuration file: the variable
+        "e/main.py": gpu,
+        "e/Dockerfile": "CMD gunicorn main:app\n",  # neither: one worker
+    })
+    report = scan_paths([tmp_path], ScanOptions(select=("C013",)))
+    found = sorted((v.path, v.evidence["workers"], v.evidence.get("workers_from")) for v in report.violations)
+    assert found == [
+        ("a/Dockerfile", "multiprocessing.cpu_count()", "a/gunicorn.conf.py"),
+        ("b/Procfile", "4", "b/deploy/gunicorn_prod.conf.py"),
+        ("d/Dockerfile", "3", None),
+    ]
+    message = next(v.message for v in report.violations if v.path == "a/Dockerfile")
+    assert message.startswith("gunicorn with workers = multiprocessing.cpu_count() from a/gunicorn.conf.py")
+    assert all("config" not in v.evidence and "server" not in v.evidence for v in report.violations)
 
 
 def test_odd_launcher_files_are_problems_not_crashes(tmp_path: Path) -> None:

@@ -310,11 +310,13 @@ def _check_launcher(text: str, display: str, codes: frozenset[str], file_kind: s
         if any(codes is not None and (not codes or "C013" in codes) for codes in marks):
             outcome.suppressed += 1
             continue
+        evidence: dict[str, Any] = {"workers": launch.workers, "app": launch.app, "launcher": file_kind}
+        if launch.config is not None:  # the worker count comes from gunicorn's configuration file, if scanned
+            evidence.update(server=launch.server, config=launch.config)
         violation = Violation(
             code="C013", path=display, line=launch.line, column=launch.column + 1, end_line=launch.line,
             end_column=launch.end_column + 1, message=launch_message(launch.server, launch.workers),
-            evidence={"workers": launch.workers, "app": launch.app, "launcher": file_kind}, function=None,
-            line_text=line.strip(),
+            evidence=evidence, function=None, line_text=line.strip(),
         )
         outcome.deferred.append(((GPU_FACT, launch.module), violation))
     return outcome
@@ -344,9 +346,39 @@ def resolve_cross_file(outcomes: Sequence[tuple[str, _FileOutcome]]) -> dict[int
                 target_display, facts = files[target]
                 if fact in facts:
                     evidence = {**violation.evidence, "model_path": target_display, fact.split(".", 1)[-1]: facts[fact]}
-                    found.setdefault(index, []).append(replace(violation, evidence=evidence))
+                    resolved = _with_config_workers(replace(violation, evidence=evidence), display, files)
+                    if resolved is not None:
+                        found.setdefault(index, []).append(resolved)
                 break
     return found
+
+
+def _with_config_workers(violation: Violation, display: str, files: dict[Path, tuple[str, dict[str, Any]]]
+                         ) -> Violation | None:
+    """A command-line C013 whose gunicorn leaves the worker count to its configuration file.
+
+    The count is the file's ``workers`` when the scan read it (a relative ``-c`` path from the launcher's folder; an
+    absolute one, as in a container, by its name in that folder), else ``WEB_CONCURRENCY`` from the launcher; None
+    when that makes one worker.
+    """
+    from infradoctor.scan.rules.c013_multi_worker_model_copy import WORKERS_FACT, launch_message
+
+    config = violation.evidence.get("config")
+    if config is None:
+        return violation
+    folder = _absolute(display).parent
+    path = folder / (Path(config).name if Path(config).is_absolute() else config)
+    entry = files.get(_absolute(str(path)))
+    workers = entry[1].get(WORKERS_FACT) if entry is not None else None
+    evidence = {k: v for k, v in violation.evidence.items() if k not in ("config", "server")}
+    if workers is None:  # not scanned, or no workers there: WEB_CONCURRENCY or the default of one
+        return replace(violation, evidence=evidence) if evidence["workers"] else None
+    if workers.isascii() and workers.isdigit() and int(workers) <= 1:
+        return None
+    assert entry is not None
+    evidence.update(workers=workers, workers_from=entry[0])
+    message = launch_message(violation.evidence["server"], workers, entry[0])
+    return replace(violation, evidence=evidence, message=message)
 
 
 def _absolute(display: str) -> Path:

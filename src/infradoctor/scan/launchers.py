@@ -52,6 +52,10 @@ class Launch:
     """The worker count as written (a number above 1, or a variable)."""
     app: str
     """The app's import string, ``pkg.main:app``."""
+    config: str | None = None
+    """gunicorn without a worker count on its command line: the configuration file it reads (``-c FILE``, else
+    ``gunicorn.conf.py`` in its working directory), whose ``workers`` decides when the scan reads that file;
+    ``workers`` then holds ``WEB_CONCURRENCY`` from the same file when above 1, else is empty."""
 
     @property
     def module(self) -> str:
@@ -83,9 +87,9 @@ def launches(text: str, file_kind: str) -> list[Launch]:
             launch = _read(words, env_workers)
             if launch is None:
                 continue
-            server, workers, app = launch
+            server, workers, app, config = launch
             column = max(0, first_line.find(server))
-            found.append(Launch(line_no, column, column + len(server), server, workers, app))
+            found.append(Launch(line_no, column, column + len(server), server, workers, app, config))
     return found
 
 
@@ -213,19 +217,28 @@ def _server(words: list[str]) -> tuple[str, int] | None:
     return (head, i + 1) if head in SERVERS else None
 
 
-def _read(words: list[str], env_workers: str | None) -> tuple[str, str, str] | None:
-    """(server, workers, app) when ``words`` start a server with more than one worker and name its app."""
+def _read(words: list[str], env_workers: str | None) -> tuple[str, str, str, str | None] | None:
+    """(server, workers, app, config) when ``words`` start a server and name its app.
+
+    The server runs more than one worker, or is gunicorn leaving its worker count to a configuration file.
+    """
     found = _server(words)
     if found is None:
         return None
     head, start = found
     workers: str | None = None
+    config: str | None = None
     apps: list[str] = []
     rest = words[start:]
     j = 0
     while j < len(rest):
         word = rest[j]
-        if (word == "--workers" or (word == "-w" and head != "uvicorn")) and j + 1 < len(rest):
+        if head == "gunicorn" and word in ("-c", "--config") and j + 1 < len(rest):
+            config = rest[j + 1]
+            j += 1
+        elif head == "gunicorn" and word.startswith("--config="):
+            config = word.split("=", 1)[1]
+        elif (word == "--workers" or (word == "-w" and head != "uvicorn")) and j + 1 < len(rest):
             workers = rest[j + 1]
             j += 1
         elif word.startswith("--workers="):
@@ -237,11 +250,20 @@ def _read(words: list[str], env_workers: str | None) -> tuple[str, str, str] | N
         elif _APP.match(word):
             apps.append(word)
         j += 1
+    if not apps:
+        return None
+    # gunicorn takes the app as its last argument; uvicorn and hypercorn as their first
+    app = apps[-1] if head == "gunicorn" else apps[0]
+    if workers is None and head == "gunicorn":
+        # its configuration file (gunicorn.conf.py in the working directory by default) overrides WEB_CONCURRENCY
+        config = config or "gunicorn.conf.py"
+        if not config.startswith("python:"):  # (a module given as python:pkg.conf is not followed)
+            env = env_workers if env_workers is not None and int(env_workers) > 1 else ""
+            return head, env, app, config
     if workers is None and head in _ENV_SERVERS:
         workers = env_workers
-    if workers is None or not apps:
+    if workers is None:
         return None
     if _NUMBER.fullmatch(workers) and int(workers) <= 1:
         return None
-    # gunicorn takes the app as its last argument; uvicorn and hypercorn as their first
-    return head, workers, apps[-1] if head == "gunicorn" else apps[0]
+    return head, workers, app, None

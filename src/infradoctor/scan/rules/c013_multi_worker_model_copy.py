@@ -25,9 +25,12 @@ How it is measured:
     ``gunicorn.prod.conf.py``, ``gunicorn_config.py``). Launcher files are ``Dockerfile``/``Containerfile``
     (``CMD``, ``ENTRYPOINT``, ``RUN``; exec and shell forms, ``sh -c`` opened up), ``Procfile``, ``*.sh`` and
     ``docker-compose.yml``/``compose.yaml`` (``command:``); commands are read, not run, so a worker count in a
-    variable stays as written and counts as more than one. Not followed: ``--app-dir``/``--chdir`` (the module is
-    looked up from the launcher's folder), a worker count set only in a gunicorn file that ``-c`` names, and
-    Kubernetes manifests. A ``# noqa: C013`` on the command's line or on a comment line just above silences it.
+    variable stays as written and counts as more than one. gunicorn started without a worker count takes it from
+    its configuration file when the scan reads that file (``-c FILE`` from the launcher's folder, else
+    ``gunicorn.conf.py`` there, as gunicorn reads it from its working directory; the file's ``workers`` wins over
+    ``WEB_CONCURRENCY``). Not followed: ``--app-dir``/``--chdir`` (the module is looked up from the launcher's
+    folder), ``-c python:module``, configuration files not named like gunicorn's, and Kubernetes manifests. A
+    ``# noqa: C013`` on the command's line or on a comment line just above silences it.
 
 Fix:
     One worker per GPU with request batching inside it (or a model server such as Triton, TorchServe, vLLM,
@@ -47,11 +50,14 @@ CALL_NAMES = frozenset({"run", "Config", "cuda", "to"})
 NODES = (ast.Assign, ast.AnnAssign)
 GPU_FACT = "C013.gpu_model_line"
 """What a file that puts a model on the GPU tells launchers in other files: the line where it does."""
+WORKERS_FACT = "C013.gunicorn_workers"
+"""What a gunicorn configuration file tells a command line that reads it: its ``workers`` as written."""
 
 
-def launch_message(server: str, workers: str) -> str:
-    """The message for a command line that starts ``server`` with ``workers`` workers."""
-    return f"{server} --workers {workers} starts several processes and each loads its own copy of the GPU model"
+def launch_message(server: str, workers: str, config: str | None = None) -> str:
+    """The message for a command line that starts ``server`` with ``workers`` workers (set in ``config``)."""
+    how = f"with workers = {workers} from {config}" if config else f"--workers {workers}"
+    return f"{server} {how} starts several processes and each loads its own copy of the GPU model"
 
 
 def _state(ctx: FileContext) -> dict[str, Any]:
@@ -145,6 +151,9 @@ def file_end(ctx: FileContext) -> None:
         return
     servers: list[tuple[Hit, str | None]] = list(state["servers"])
     gunicorn = state["gunicorn"]
+    if "workers" in gunicorn:
+        value = gunicorn["workers"].value
+        ctx.facts[WORKERS_FACT] = str(value.value) if isinstance(value, ast.Constant) else ast.unparse(value)
     if "workers" in gunicorn and "wsgi_app" in gunicorn:
         workers = _workers(gunicorn["workers"].value)
         module = _app_module(gunicorn["wsgi_app"].value)
