@@ -25,11 +25,37 @@ from infradoctor.scan.launchers import kind, launches
         ("main.py", None),
         ("Dockerfile.py", None),
         ("dockerfiles.txt", None),
-        ("config.yml", None),
+        ("config.yml", "manifest"),  # read only when it holds a Kubernetes workload
     ],
 )
 def test_launcher_files_by_name(name: str, expected: str | None) -> None:
     assert (kind(name) if not name.endswith(".py") else None) == expected
+
+
+DEPLOYMENT = """apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: api
+spec:
+  template:
+    spec:
+      containers:
+        - name: api
+          image: registry/api:1
+          command: ["gunicorn"]
+          args:
+          - --workers
+          - "4"   # one per core
+          - -k
+          - uvicorn.workers.UvicornWorker
+          - app.main:app
+          resources:
+            limits:
+              nvidia.com/gpu: 1
+        - name: sidecar
+          image: envoy
+          args: ["--config-path", "/etc/envoy.yaml"]
+"""
 
 
 @pytest.mark.parametrize(
@@ -75,6 +101,19 @@ def test_launcher_files_by_name(name: str, expected: str | None) -> None:
         ("shell", "gunicorn --statsd-host statsd:x -w 2 --env A=b:c app.main:app", [("gunicorn", "2")]),
         ("shell", "gunicorn -w 2 other.wsgi:app app.main:app", [("gunicorn", "2")]),  # gunicorn: the last one
         ("shell", "uvicorn app.main:app --workers \u00b2", [("uvicorn", "\u00b2")]),  # not a number: kept as written
+        ("manifest", DEPLOYMENT, [("gunicorn", "4")]),
+        ("manifest", DEPLOYMENT.replace("kind: Deployment", "kind: ConfigMap"), []),  # no workload
+        ("manifest", "kind: Pod\nspec:\n  containers:\n  - name: a\n    command:\n    - /bin/sh\n    - -c\n"
+         "    - |\n      alembic upgrade head\n      python -m uvicorn app.main:app --workers 2\n    - x\n",
+         [("uvicorn", "2")]),  # a block scalar as a list item
+        ("manifest", "kind: Job\nspec:\n  containers:\n  - args: [uvicorn, 'app.main:app',\n      --workers, '3']\n",
+         [("uvicorn", "3")]),
+        ("compose", "services:\n  api:\n    command:\n      - gunicorn\n      - -w\n      - '2'\n      - app.main:app\n",
+         [("gunicorn", "2")]),
+        ("compose", "services:\n  api:\n    command: >\n      uvicorn app.main:app\n      --workers 6\n",
+         [("uvicorn", "6")]),
+        ("compose", "services:\n  api:\n    command: |\n      alembic upgrade head\n      uvicorn app.main:app --workers 2\n",
+         [("uvicorn", "2")]),
     ],
 )
 def test_launches(file_kind: str, text: str, expected: list[tuple[str, str]]) -> None:
@@ -116,6 +155,22 @@ def test_c013_takes_gunicorns_worker_count_from_its_configuration_file(
     message = next(v.message for v in report.violations if v.path == "a/Dockerfile")
     assert message.startswith("gunicorn with workers = multiprocessing.cpu_count() from a/gunicorn.conf.py")
     assert all("config" not in v.evidence and "server" not in v.evidence for v in report.violations)
+
+
+def test_c013_reads_kubernetes_manifests_beside_the_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, {
+        "app/__init__.py": "",
+        "app/main.py": "import torch\nmodel = torch.nn.Linear(2, 2).to('cuda')\n",
+        "deploy/k8s/api.yaml": DEPLOYMENT,
+        "deploy/k8s/kustomization.yaml": "resources:\n  - api.yaml\n",  # YAML without a workload: not checked
+        ".github/workflows/ci.yml": "jobs:\n  t:\n    steps:\n      - run: uvicorn app.main:app --workers 4 &\n",
+    })
+    report = scan_paths([tmp_path], ScanOptions(select=("C013",)))
+    assert [(v.path, v.line, v.evidence["workers"], v.evidence["model_path"]) for v in report.violations] == [
+        ("deploy/k8s/api.yaml", 11, "4", "app/main.py"),
+    ]
+    assert report.files_scanned == 3  # the two Python files and the manifest
 
 
 def test_odd_launcher_files_are_problems_not_crashes(tmp_path: Path) -> None:

@@ -410,7 +410,8 @@ def apply_edits(data: bytes, hits: Sequence[Hit]) -> bytes:
 def iter_files(paths: Iterable[Path], problems: list[FileProblem], config_for: Any = None) -> Iterator[Path]:
     """Python and launcher files under the given paths, each once; missing paths and symlink loops become problems.
 
-    Launcher files (Dockerfiles, Procfiles, shell scripts, Compose files) are read for C013's command lines.
+    Launcher files (Dockerfiles, Procfiles, shell scripts, YAML: Compose files, Kubernetes manifests) are read for
+    C013's command lines.
     """
     seen_files: set[tuple[int, int]] = set()
     seen_dirs: set[tuple[int, int]] = set()
@@ -557,8 +558,11 @@ def _scan_file(path: Path, config: ScanConfig, options: ScanOptions, problems: l
     codes = config.select - config.ignored_for(path)
     launcher = launchers.kind(path.name)
     if launcher is not None and not path.name.endswith(".py"):
+        text = data.decode("utf-8", errors="replace")
+        if launcher == "manifest" and not launchers.is_manifest(text):
+            return None  # YAML that starts no workload: not a file this scan checks
         try:
-            return _check_launcher(data.decode("utf-8", errors="replace"), display, codes, launcher)
+            return _check_launcher(text, display, codes, launcher)
         except RecursionError:
             problems.append(FileProblem(display, "too-complex", "commands nest too deeply to read; skipped"))
         except Exception as exc:  # noqa: BLE001 - a bug in reading one file must not lose the rest of the scan

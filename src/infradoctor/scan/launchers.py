@@ -1,4 +1,4 @@
-"""Server command lines outside Python: Dockerfiles, Procfiles, shell scripts and Compose files (for C013).
+"""Server command lines outside Python (for C013): Dockerfiles, Procfiles, shell scripts, Compose, Kubernetes.
 
 A deployment usually sets its worker count where it starts the server, not in Python:
 ``CMD ["gunicorn", "-w", "4", "-k", "uvicorn.workers.UvicornWorker", "app.main:app"]``,
@@ -6,8 +6,8 @@ A deployment usually sets its worker count where it starts the server, not in Py
 finds such commands (uvicorn, gunicorn and hypercorn, run directly or as ``python -m``) and reads their worker
 count and app import string. It reads commands, not shells: variables stay as written (``$WORKERS``), and a
 worker count set only through ``WEB_CONCURRENCY`` (uvicorn, gunicorn) counts when the same file assigns it a
-number (in a Compose file, whichever service sets it). Not read: Compose block scalars (``command: >``) and
-list-form ``command:`` blocks, commands inside shell functions called elsewhere.
+number (in a Compose file, whichever service sets it). Not read: Compose's ``entrypoint`` joined to its
+``command``, YAML anchors and aliases, Helm templates' values, commands inside shell functions called elsewhere.
 """
 
 from __future__ import annotations
@@ -32,7 +32,11 @@ variable (``${WEB_CONCURRENCY:-1}``) is not a worker count this file sets."""
 _ENV_SERVERS = frozenset({"uvicorn", "gunicorn"})
 """The servers that take their worker count from ``WEB_CONCURRENCY``."""
 _DOCKER_INSTRUCTION = re.compile(r"^\s*(CMD|ENTRYPOINT|RUN)\s+(.*)$", re.I | re.S)
-_COMPOSE_COMMAND = re.compile(r"^\s*-?\s*(?:command|entrypoint)\s*:\s*(.*)$")
+_YAML_KEY = re.compile(r"^\s*(?:-\s+)?(command|entrypoint|args)\s*:(?:\s+(.*?))?\s*$")
+_MANIFEST_KIND = re.compile(
+    r"^\s*kind:\s*[\"']?(?:Deployment|StatefulSet|DaemonSet|Pod|Job|CronJob|ReplicaSet|Rollout|PodTemplate)\b", re.M
+)
+_BLOCK_SCALAR = re.compile(r"^[|>][-+0-9]*$")
 _PROCFILE_ENTRY = re.compile(r"^\s*[\w-]+\s*:\s*(.*)$")
 
 
@@ -64,7 +68,10 @@ class Launch:
 
 
 def kind(name: str) -> str | None:
-    """``dockerfile``, ``procfile``, ``shell`` or ``compose`` for a launcher file's name, else None."""
+    """``dockerfile``, ``procfile``, ``shell``, ``compose`` or ``manifest`` for a launcher file's name, else None.
+
+    ``manifest`` is any other YAML file: a Kubernetes manifest if :func:`is_manifest` says so.
+    """
     if _DOCKERFILE.search(name):
         return "dockerfile"
     if name == "Procfile" or name.startswith("Procfile."):
@@ -73,11 +80,20 @@ def kind(name: str) -> str | None:
         return "shell"
     if _COMPOSE.match(name):
         return "compose"
+    if name.endswith((".yaml", ".yml")):
+        return "manifest"
     return None
+
+
+def is_manifest(text: str) -> bool:
+    """The YAML text holds a Kubernetes workload (Deployment, StatefulSet, Pod, Job, ...)."""
+    return _MANIFEST_KIND.search(text) is not None
 
 
 def launches(text: str, file_kind: str) -> list[Launch]:
     """The multi-worker server commands in a launcher file's text (``file_kind`` from :func:`kind`)."""
+    if file_kind == "manifest" and not is_manifest(text):
+        return []
     env_workers = None
     for match in _WEB_CONCURRENCY.finditer(text):
         env_workers = match.group(1)  # the last assignment wins
@@ -112,6 +128,8 @@ def _logical_lines(text: str, continued: bool) -> list[tuple[int, str, str]]:
 
 def _commands(text: str, file_kind: str) -> list[tuple[int, str, str | list[str]]]:
     """(line, first line, command) for each command the file runs: a shell string or an exec-form word list."""
+    if file_kind in ("compose", "manifest"):
+        return _yaml_commands(text, file_kind == "manifest")
     out: list[tuple[int, str, str | list[str]]] = []
     for line_no, first, whole in _logical_lines(text, file_kind in ("dockerfile", "shell")):
         stripped = whole.strip()
@@ -125,18 +143,110 @@ def _commands(text: str, file_kind: str) -> list[tuple[int, str, str | list[str]
         elif file_kind == "procfile":
             match = _PROCFILE_ENTRY.match(whole)
             command = match.group(1) if match else None
-        elif file_kind == "compose":
-            match = _COMPOSE_COMMAND.match(whole)
-            if match:
-                value = match.group(1).strip()
-                if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-                    value = value[1:-1]
-                command = _exec_form(value) or value
         else:
             command = whole
         if command:
             out.append((line_no, first, command))
     return out
+
+
+def _yaml_commands(text: str, manifest: bool) -> list[tuple[int, str, str | list[str]]]:
+    """``command:``/``entrypoint:``/``args:`` values of a Compose file or Kubernetes manifest.
+
+    Read without a YAML library: plain and quoted scalars, flow lists (over several lines too), block lists and
+    block scalars (``|`` keeps lines as separate commands, ``>`` folds them). In a manifest a container's ``args``
+    follow its ``command``; ``args`` alone (the image's entrypoint) count when they start with the server.
+    """
+    lines = text.splitlines()
+    entries: list[tuple[str, int, int, str, str | list[str]]] = []  # key, column, line, first line, value
+    i = 0
+    while i < len(lines) and len(entries) < 10_000:
+        line = lines[i]
+        match = _YAML_KEY.match(line)
+        if match is None or line.lstrip().startswith("#"):
+            i += 1
+            continue
+        key, column = match.group(1), line.index(match.group(1))
+        start = i + 1
+        value, i = _yaml_value(lines, i, column, match.group(2) or "")
+        entries.append((key, column, start, line, value))
+    out: list[tuple[int, str, str | list[str]]] = []
+    k = 0
+    while k < len(entries):
+        key, column, line_no, first, value = entries[k]
+        if manifest and key == "command" and k + 1 < len(entries) and entries[k + 1][:2] == ("args", column):
+            value = _words(value) + _words(entries[k + 1][4])
+            k += 1
+        out.append((line_no, first, value))
+        k += 1
+    return out
+
+
+def _words(value: str | list[str]) -> list[str]:
+    return value if isinstance(value, list) else [value]
+
+
+def _yaml_value(lines: list[str], i: int, column: int, inline: str) -> tuple[str | list[str], int]:
+    """The value of the key on line ``i`` (at ``column``) and the index of the line after it."""
+    inline = inline.strip()
+    if inline.startswith("["):
+        text, j = inline, i
+        while text.count("[") > text.count("]") and j + 1 < len(lines) and j - i < 200:
+            j += 1
+            text += " " + lines[j].strip()
+        return _flow_list(text[: text.rfind("]") + 1] if "]" in text else text), j + 1
+    if inline and not _BLOCK_SCALAR.match(inline):
+        return _scalar(inline), i + 1
+    j = i + 1
+    if inline:  # block scalar: the lines indented past the key
+        body: list[str] = []
+        while j < len(lines) and (not lines[j].strip() or _indent(lines[j]) > column):
+            if lines[j].strip():
+                body.append(lines[j].strip())
+            j += 1
+        return (" ; " if inline.startswith("|") else " ").join(body), j
+    items: list[str] = []  # block list: "- item" lines at the key's column or deeper
+    while j < len(lines):
+        stripped = lines[j].strip()
+        if not stripped or stripped.startswith("#"):
+            j += 1
+            continue
+        if _indent(lines[j]) < column or not (stripped.startswith("- ") or stripped == "-"):
+            break
+        item = stripped[1:].strip()
+        if _BLOCK_SCALAR.match(item):  # "- |": the item is the block indented past its dash
+            dash = _indent(lines[j])
+            block: list[str] = []
+            j += 1
+            while j < len(lines) and (not lines[j].strip() or _indent(lines[j]) > dash):
+                if lines[j].strip():
+                    block.append(lines[j].strip())
+                j += 1
+            items.append((" ; " if item.startswith("|") else " ").join(block))
+            continue
+        items.append(_scalar(item))
+        j += 1
+    return items, j
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _scalar(value: str) -> str:
+    """A YAML scalar's text: quotes removed, a trailing comment dropped from a plain one."""
+    if len(value) >= 2 and value[0] in "'\"" and value.rfind(value[0]) > 0:
+        return value[1 : value.rfind(value[0])]
+    return re.split(r"\s+#", value, maxsplit=1)[0].strip()
+
+
+def _flow_list(text: str) -> list[str]:
+    """``["a", "b"]`` or ``[a, b]``."""
+    words = _exec_form(text)
+    if words is not None:
+        return words
+    inner = text.strip()[1:-1] if text.strip().endswith("]") else text.strip()[1:]
+    return [_scalar(part.strip()) for part in inner.split(",") if part.strip()]
 
 
 def _exec_form(value: str) -> list[str] | None:

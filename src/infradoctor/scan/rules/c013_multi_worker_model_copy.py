@@ -3,8 +3,8 @@
 What it detects:
     A server started with more than one worker process (``uvicorn.run(..., workers=N)`` or
     ``uvicorn.Config(..., workers=N)`` with N > 1 or not a literal, a gunicorn configuration file with
-    ``workers = N`` and ``wsgi_app = "pkg.main:app"``, or a command line in a Dockerfile, Procfile, shell script or
-    Compose file: ``uvicorn pkg.main:app --workers N``, ``gunicorn -w N ... pkg.main:app``, ``hypercorn -w N``,
+    ``workers = N`` and ``wsgi_app = "pkg.main:app"``, or a command line in a Dockerfile, Procfile, shell script,
+    Compose file or Kubernetes manifest: ``uvicorn pkg.main:app --workers N``, ``gunicorn -w N ... pkg.main:app``, ``hypercorn -w N``,
     also as ``python -m`` and with ``WEB_CONCURRENCY`` set in the same file) whose app puts a model on the GPU
     (``model.cuda()``, ``model.to("cuda")``, ``.to(device)`` with a CUDA device, a load with ``device="cuda"`` or
     ``device_map=...``): in the same file, or in the app's module named by an import string
@@ -24,12 +24,14 @@ How it is measured:
     Gunicorn configuration files are ``gunicorn.conf.py`` and the like (``gunicorn_conf.py``,
     ``gunicorn.prod.conf.py``, ``gunicorn_config.py``). Launcher files are ``Dockerfile``/``Containerfile``
     (``CMD``, ``ENTRYPOINT``, ``RUN``; exec and shell forms, ``sh -c`` opened up), ``Procfile``, ``*.sh`` and
-    ``docker-compose.yml``/``compose.yaml`` (``command:``); commands are read, not run, so a worker count in a
+    ``docker-compose.yml``/``compose.yaml`` (``command:``, ``entrypoint:``) and other YAML files that hold a Kubernetes
+    workload (a container's ``command`` and ``args``; read without a YAML library: scalars, flow and block lists,
+    block scalars); commands are read, not run, so a worker count in a
     variable stays as written and counts as more than one. gunicorn started without a worker count takes it from
     its configuration file when the scan reads that file (``-c FILE`` from the launcher's folder, else
     ``gunicorn.conf.py`` there, as gunicorn reads it from its working directory; the file's ``workers`` wins over
     ``WEB_CONCURRENCY``). Not followed: ``--app-dir``/``--chdir`` (the module is looked up from the launcher's
-    folder), ``-c python:module``, configuration files not named like gunicorn's, and Kubernetes manifests. A
+    folder), ``-c python:module``, configuration files not named like gunicorn's, YAML anchors and Helm values. A
     ``# noqa: C013`` on the command's line or on a comment line just above silences it.
 
 Fix:
