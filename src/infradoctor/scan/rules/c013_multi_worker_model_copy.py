@@ -6,9 +6,8 @@ What it detects:
     ``workers = N`` and ``wsgi_app = "pkg.main:app"``, or a command line in a Dockerfile, Procfile, shell script,
     Compose file or Kubernetes manifest: ``uvicorn pkg.main:app --workers N``, ``gunicorn -w N ... pkg.main:app``,
     ``hypercorn -w N``, also as ``python -m`` and with ``WEB_CONCURRENCY`` set in the same file) whose app puts a
-    model on the GPU
-    (``model.cuda()``, ``model.to("cuda")``, ``.to(device)`` with a CUDA device, a load with ``device="cuda"`` or
-    ``device_map=...``): in the same file, or in the app's module named by an import string
+    model on the GPU (``model.cuda()``, ``model.to("cuda")``, ``.to(device)`` with a CUDA device, a load with
+    ``device="cuda"`` or ``device_map=...``): in the same file, or in the app's module named by an import string
     (``uvicorn.run("pkg.main:app", ...)``, ``wsgi_app``, the command line's app) when that module is among the
     scanned files.
 
