@@ -99,8 +99,27 @@ spec:
         ("shell", "python serve.py uvicorn app.main:app --workers 2", []),  # a script, not the server
         ("shell", 'if [ -n "$PROD" ]; then uvicorn app.main:app --workers 4; fi', [("uvicorn", "4")]),
         ("shell", "gunicorn --statsd-host statsd:x -w 2 --env A=b:c app.main:app", [("gunicorn", "2")]),
-        ("shell", "gunicorn -w 2 other.wsgi:app app.main:app", [("gunicorn", "2")]),  # gunicorn: the last one
+        ("shell", "gunicorn app.main:app -w 2 --name api:web --dogstatsd-tags env:prod", [("gunicorn", "2")]),
         ("shell", "uvicorn app.main:app --workers \u00b2", [("uvicorn", "\u00b2")]),  # not a number: kept as written
+        # heredocs, strings over several lines and ": '...'" comments are not commands
+        ("shell", "cat <<EOF\nusage: gunicorn -w 4 app.main:app\nEOF\nuvicorn app.main:app --workers 2", [("uvicorn", "2")]),
+        ("shell", 'echo "start with\n  uvicorn app.main:app --workers 4"\n', []),
+        ("shell", ": '\nuvicorn app.main:app --workers 4\n'\n", []),
+        ("shell", "uvicorn app.main:app --workers ${WORKERS:-1}", []),  # one worker unless set
+        ("shell", "uvicorn app.main:app --workers " + "9" * 5000, [("uvicorn", "9" * 5000)]),
+        ("shell", "WEB_CONCURRENCY=4 uvicorn app.main:app", [("uvicorn", "4")]),
+        ("shell", "exec gosu app /usr/bin/env uv run --frozen gunicorn -w 3 app.main:app", [("gunicorn", "3")]),
+        ("shell", "newrelic-admin run-program hypercorn -w 2 app.main:app", [("hypercorn", "2")]),
+        ("shell", 'case "$MODE" in\n  prod) gunicorn -w 4 app.main:app ;;\nesac', [("gunicorn", "4")]),
+        ("dockerfile", "ENV PORT=8000 WEB_CONCURRENCY=4 LOG=info\nCMD uvicorn app.main:app", [("uvicorn", "4")]),
+        ("dockerfile", 'CMD ["bash", "-lc", "uvicorn app.main:app --workers 2"]', [("uvicorn", "2")]),
+        ("dockerfile", 'ENTRYPOINT ["gunicorn"]\nCMD ["-w", "4", "app.main:app"]', [("gunicorn", "4")]),
+        ("compose", "services:\n  api:\n    command: |\n      # migrate first\n      alembic upgrade head\n"
+         "      uvicorn app.main:app --workers 4\n", [("uvicorn", "4")]),
+        ("manifest", "kind: Deployment\nspec:\n  containers:\n  - args: [app.main:app, --workers, '2']\n"
+         "    command: [uvicorn]\n    env:\n", [("uvicorn", "2")]),  # args before command
+        ("manifest", "kind: Deployment\nspec:\n  containers:\n  - command: [gunicorn, app.main:app]\n    env:\n"
+         "    - name: WEB_CONCURRENCY\n      value: \"4\"\n", [("gunicorn", "4")]),
         ("manifest", DEPLOYMENT, [("gunicorn", "4")]),
         ("manifest", DEPLOYMENT.replace("kind: Deployment", "kind: ConfigMap"), []),  # no workload
         ("manifest", "kind: Pod\nspec:\n  containers:\n  - name: a\n    command:\n    - /bin/sh\n    - -c\n"
@@ -150,7 +169,7 @@ def test_c013_takes_gunicorns_worker_count_from_its_configuration_file(
     assert found == [
         ("a/Dockerfile", "multiprocessing.cpu_count()", "a/gunicorn.conf.py"),
         ("b/Procfile", "4", "b/deploy/gunicorn_prod.conf.py"),
-        ("d/Dockerfile", "3", None),
+        ("d/Dockerfile", "3", "WEB_CONCURRENCY"),
     ]
     message = next(v.message for v in report.violations if v.path == "a/Dockerfile")
     assert message.startswith("gunicorn with workers = multiprocessing.cpu_count() from a/gunicorn.conf.py")
@@ -171,6 +190,21 @@ def test_c013_reads_kubernetes_manifests_beside_the_code(tmp_path: Path, monkeyp
         ("deploy/k8s/api.yaml", 11, "4", "app/main.py"),
     ]
     assert report.files_scanned == 3  # the two Python files and the manifest
+
+
+def test_big_or_unselected_launcher_files_are_skipped_quietly(tmp_path: Path) -> None:
+    """A launcher-named file too large to be one, or any of them when C013 is not selected, is neither a problem nor
+    counted; many blank lines do not slow the reader down (its patterns are linear)."""
+    write(tmp_path, {"main.py": "import torch\nmodel = torch.nn.Linear(2, 2).cuda()\n",
+                     "run.sh": "\n" * 200_000 + "uvicorn main:app --workers 2\n",
+                     "values.yaml": "kind: Deployment\n" + "\n" * 200_000})
+    (tmp_path / "openapi.yaml").write_bytes(b"x: " + b"y" * 2_000)
+    small = ScanOptions(select=("C013",), max_file_bytes=1_000)
+    report = scan_paths([tmp_path], small)
+    assert report.problems == () and report.files_scanned == 1  # main.py; the big launchers are skipped, not problems
+    report = scan_paths([tmp_path], ScanOptions(select=("C013",)))
+    assert [v.path.rsplit("/", 1)[-1] for v in report.violations] == ["run.sh"] and report.violations[0].line == 200_001
+    assert scan_paths([tmp_path], ScanOptions(select=("C001",))).files_scanned == 1  # main.py only
 
 
 def test_odd_launcher_files_are_problems_not_crashes(tmp_path: Path) -> None:

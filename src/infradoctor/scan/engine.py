@@ -298,7 +298,7 @@ def _check_launcher(text: str, display: str, codes: frozenset[str], file_kind: s
     """
     from infradoctor.scan.rules.c013_multi_worker_model_copy import GPU_FACT, launch_message
 
-    lines = text.splitlines()
+    lines = launchers.lines_of(text)
     outcome = _FileOutcome([], [], 0, len(lines))
     if "C013" not in codes:
         return outcome
@@ -311,11 +311,14 @@ def _check_launcher(text: str, display: str, codes: frozenset[str], file_kind: s
             outcome.suppressed += 1
             continue
         evidence: dict[str, Any] = {"workers": launch.workers, "app": launch.app, "launcher": file_kind}
+        if launch.from_env:
+            evidence["workers_from"] = "WEB_CONCURRENCY"
         if launch.config is not None:  # the worker count comes from gunicorn's configuration file, if scanned
             evidence.update(server=launch.server, config=launch.config)
+        message = launch_message(launch.server, launch.workers, "WEB_CONCURRENCY" if launch.from_env else None)
         violation = Violation(
             code="C013", path=display, line=launch.line, column=launch.column + 1, end_line=launch.line,
-            end_column=launch.end_column + 1, message=launch_message(launch.server, launch.workers),
+            end_column=launch.end_column + 1, message=message,
             evidence=evidence, function=None, line_text=line.strip(),
         )
         outcome.deferred.append(((GPU_FACT, launch.module), violation))
@@ -357,9 +360,9 @@ def _with_config_workers(violation: Violation, display: str, files: dict[Path, t
                          ) -> Violation | None:
     """A command-line C013 whose gunicorn leaves the worker count to its configuration file.
 
-    The count is the file's ``workers`` when the scan read it (a relative ``-c`` path from the launcher's folder; an
-    absolute one, as in a container, by its name in that folder), else ``WEB_CONCURRENCY`` from the launcher; None
-    when that makes one worker.
+    The count is the file's ``workers`` when the scan read it (a relative ``-c`` path from the launcher's folder or
+    one above it, the nearest; an absolute one, as in a container, by its name there), else ``WEB_CONCURRENCY`` from
+    the launcher; None when that makes one worker.
     """
     from infradoctor.scan.rules.c013_multi_worker_model_copy import WORKERS_FACT, launch_message
 
@@ -367,13 +370,17 @@ def _with_config_workers(violation: Violation, display: str, files: dict[Path, t
     if config is None:
         return violation
     folder = _absolute(display).parent
-    path = folder / (Path(config).name if Path(config).is_absolute() else config)
-    entry = files.get(_absolute(str(path)))
+    relative = Path(config).name if Path(config).is_absolute() else config
+    entry = None
+    for base in (folder, *folder.parents):  # the nearest scanned one, as for the app's module
+        entry = files.get(_absolute(str(base / relative)))
+        if entry is not None:
+            break
     workers = entry[1].get(WORKERS_FACT) if entry is not None else None
     evidence = {k: v for k, v in violation.evidence.items() if k not in ("config", "server")}
     if workers is None:  # not scanned, or no workers there: WEB_CONCURRENCY or the default of one
         return replace(violation, evidence=evidence) if evidence["workers"] else None
-    if workers.isascii() and workers.isdigit() and int(workers) <= 1:
+    if workers.isascii() and workers.isdigit() and workers.lstrip("0") in ("", "1"):
         return None
     assert entry is not None
     evidence.update(workers=workers, workers_from=entry[0])
@@ -540,12 +547,18 @@ def scan_paths(paths: Sequence[str | Path], options: ScanOptions | None = None) 
 def _scan_file(path: Path, config: ScanConfig, options: ScanOptions, problems: list[FileProblem],
                fixes: list[AppliedFix]) -> _FileOutcome | None:
     display = display_path(path)
+    codes = config.select - config.ignored_for(path)
+    launcher = launchers.kind(path.name) if not path.name.endswith(".py") else None
+    if launcher is not None and "C013" not in codes:
+        return None  # launcher files are read for C013 alone
     try:
         st = path.stat()
         if not stat.S_ISREG(st.st_mode):
             problems.append(FileProblem(display, "unreadable", "not a regular file; skipped"))
             return None
         size = st.st_size
+        if size > options.max_file_bytes and launcher is not None:
+            return None  # a YAML or shell file this large is data, not a launcher
         if size > options.max_file_bytes:
             problems.append(FileProblem(display, "too-large", f"{size} bytes is over the {options.max_file_bytes} "
                                         "byte limit; skipped"))
@@ -555,9 +568,7 @@ def _scan_file(path: Path, config: ScanConfig, options: ScanOptions, problems: l
         kind = "symlink-loop" if exc.errno == errno.ELOOP else "unreadable"
         problems.append(FileProblem(display, kind, exc.strerror or str(exc)))
         return None
-    codes = config.select - config.ignored_for(path)
-    launcher = launchers.kind(path.name)
-    if launcher is not None and not path.name.endswith(".py"):
+    if launcher is not None:
         text = data.decode("utf-8", errors="replace")
         if launcher == "manifest" and not launchers.is_manifest(text):
             return None  # YAML that starts no workload: not a file this scan checks

@@ -6,8 +6,9 @@ A deployment usually sets its worker count where it starts the server, not in Py
 finds such commands (uvicorn, gunicorn and hypercorn, run directly or as ``python -m``) and reads their worker
 count and app import string. It reads commands, not shells: variables stay as written (``$WORKERS``), and a
 worker count set only through ``WEB_CONCURRENCY`` (uvicorn, gunicorn) counts when the same file assigns it a
-number (in a Compose file, whichever service sets it). Not read: Compose's ``entrypoint`` joined to its
-``command``, YAML anchors and aliases, Helm templates' values, commands inside shell functions called elsewhere.
+number (in a Compose file, whichever service sets it). A variable with a default of one (``${WORKERS:-1}``) is one
+worker. Not read: Compose's ``entrypoint`` joined to its ``command``, YAML anchors and aliases, Helm templates'
+values.
 """
 
 from __future__ import annotations
@@ -23,18 +24,20 @@ _DOCKERFILE = re.compile(r"^(?:dockerfile|containerfile)(?:[._-][\w.-]*)?$|\.(?:
 _COMPOSE = re.compile(r"^(?:docker-)?compose(?:[._-][\w.-]*)?\.ya?ml$", re.I)
 _APP = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*(?:\(.*\))?$")
 _SEPARATORS = frozenset({"&&", "||", ";", "|", "&", ";;"})
-_WEB_CONCURRENCY = re.compile(
-    r"""^\s*(?:-\s*)?(?:export\s+|ENV\s+)?["']?WEB_CONCURRENCY["']?(?:\s*[=:]\s*|\s+)["']?([0-9]+)["']?\s*(?:#.*)?$""",
-    re.M | re.I,
-)
-"""An assignment of a number (shell, Dockerfile ``ENV``, Compose ``environment``); a default taken from another
-variable (``${WEB_CONCURRENCY:-1}``) is not a worker count this file sets."""
+_ENV_ASSIGN = re.compile(r"""(?:^|[ \t;])WEB_CONCURRENCY=["']?([0-9]+)["']?(?=[ \t;]|$)""")
+"""``WEB_CONCURRENCY=4`` anywhere on a line (``export``, ``ENV A=1 WEB_CONCURRENCY=4``, a command's prefix, a Compose
+list item); a default taken from another variable (``${WEB_CONCURRENCY:-1}``) is not a count this file sets."""
+_ENV_LEGACY = re.compile(r"""^[ \t]*ENV[ \t]+WEB_CONCURRENCY[ \t]+["']?([0-9]+)["']?[ \t]*$""", re.I)
+_ENV_MAPPING = re.compile(r"""^[ \t]*["']?WEB_CONCURRENCY["']?[ \t]*:[ \t]*["']?([0-9]+)["']?[ \t]*$""")
+_ENV_NAME = re.compile(r"""^[ \t]*-?[ \t]*name:[ \t]*["']?WEB_CONCURRENCY["']?[ \t]*$""")
+_ENV_VALUE = re.compile(r"""^[ \t]*value:[ \t]*["']?([0-9]+)["']?[ \t]*$""")
 _ENV_SERVERS = frozenset({"uvicorn", "gunicorn"})
 """The servers that take their worker count from ``WEB_CONCURRENCY``."""
 _DOCKER_INSTRUCTION = re.compile(r"^\s*(CMD|ENTRYPOINT|RUN)\s+(.*)$", re.I | re.S)
 _YAML_KEY = re.compile(r"^\s*(?:-\s+)?(command|entrypoint|args)\s*:(?:\s+(.*?))?\s*$")
 _MANIFEST_KIND = re.compile(
-    r"^\s*kind:\s*[\"']?(?:Deployment|StatefulSet|DaemonSet|Pod|Job|CronJob|ReplicaSet|Rollout|PodTemplate)\b", re.M
+    r"^[ \t]*kind:[ \t]*[\"']?(?:Deployment|StatefulSet|DaemonSet|Pod|Job|CronJob|ReplicaSet|Rollout|PodTemplate)\b",
+    re.M,
 )
 _BLOCK_SCALAR = re.compile(r"^[|>][-+0-9]*$")
 _PROCFILE_ENTRY = re.compile(r"^\s*[\w-]+\s*:\s*(.*)$")
@@ -56,6 +59,8 @@ class Launch:
     """The worker count as written (a number above 1, or a variable)."""
     app: str
     """The app's import string, ``pkg.main:app``."""
+    from_env: bool = False
+    """The worker count is ``WEB_CONCURRENCY``'s (set in the same file), not an option of the command."""
     config: str | None = None
     """gunicorn without a worker count on its command line: the configuration file it reads (``-c FILE``, else
     ``gunicorn.conf.py`` in its working directory), whose ``workers`` decides when the scan reads that file;
@@ -94,36 +99,106 @@ def launches(text: str, file_kind: str) -> list[Launch]:
     """The multi-worker server commands in a launcher file's text (``file_kind`` from :func:`kind`)."""
     if file_kind == "manifest" and not is_manifest(text):
         return []
-    env_workers = None
-    for match in _WEB_CONCURRENCY.finditer(text):
-        env_workers = match.group(1)  # the last assignment wins
+    env_workers = _web_concurrency(text)
     found: list[Launch] = []
     for line_no, first_line, command in _commands(text, file_kind):
         for words in _split(command):
             launch = _read(words, env_workers)
             if launch is None:
                 continue
-            server, workers, app, config = launch
+            server, workers, app, from_env, config = launch
             column = max(0, first_line.find(server))
-            found.append(Launch(line_no, column, column + len(server), server, workers, app, config))
+            found.append(Launch(line_no, column, column + len(server), server, workers, app, from_env, config))
     return found
 
 
-def _logical_lines(text: str, continued: bool) -> list[tuple[int, str, str]]:
-    """(first line number, first line, whole text) of each line, joining backslash continuations when asked."""
+def lines_of(text: str) -> list[str]:
+    """The text's lines, split at newlines only (form feeds and Unicode separators stay inside a line)."""
+    return text.replace("\r\n", "\n").split("\n")
+
+
+def _web_concurrency(text: str) -> str | None:
+    """The last number the file assigns to ``WEB_CONCURRENCY`` (comments skipped), else None."""
+    value = None
+    lines = lines_of(text)
+    for index, line in enumerate(lines):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#") or "WEB_CONCURRENCY" not in line:
+            continue
+        line = re.split(r"[ \t]#", line, maxsplit=1)[0]
+        match = _ENV_ASSIGN.search(line) or _ENV_LEGACY.match(line) or _ENV_MAPPING.match(line)
+        if match is None and _ENV_NAME.match(line):  # Kubernetes: - name: WEB_CONCURRENCY / value: "4"
+            match = next((m for m in map(_ENV_VALUE.match, lines[index + 1 : index + 4]) if m), None)
+        if match is not None:
+            value = match.group(1)
+    return value
+
+
+_HEREDOC = re.compile(r"""<<-?[ \t]*(["']?)([A-Za-z_][\w]*)\1""")
+MAX_JOINED_LINES = 200
+"""A command continued (backslashes, an open quote) over more lines than this is cut there."""
+
+
+def _logical_lines(text: str, shell: bool) -> list[tuple[int, str, str]]:
+    """(first line number, first line, whole text) of each line.
+
+    For shell text (``shell``), backslash continuations and quotes left open are joined over lines, and
+    here-document bodies are skipped.
+    """
     out: list[tuple[int, str, str]] = []
-    lines = text.splitlines()
+    lines = lines_of(text)
     i = 0
     while i < len(lines):
         start, first, parts = i + 1, lines[i], [lines[i]]
-        while continued and parts[-1].rstrip().endswith("\\") and i + 1 < len(lines):
-            parts[-1] = parts[-1].rstrip()[:-1]
-            i += 1
-            if not lines[i].lstrip().startswith("#"):  # comment lines inside a continued instruction are dropped
+        while shell and i + 1 < len(lines) and len(parts) < MAX_JOINED_LINES:
+            if parts[-1].rstrip().endswith("\\"):
+                parts[-1] = parts[-1].rstrip()[:-1]
+                i += 1
+                if not lines[i].lstrip().startswith("#"):  # comment lines inside a continued instruction
+                    parts.append(lines[i])
+            elif _open_quote("\n".join(parts)):  # a string over several lines: one word of this command
+                i += 1
                 parts.append(lines[i])
-        out.append((start, first, " ".join(parts)))
+            else:
+                break
+        whole = " ".join(parts)
+        out.append((start, first, whole))
         i += 1
+        heredoc = _HEREDOC.search(whole) if shell and "<<" in whole else None
+        if heredoc is not None:  # its body is data, not commands
+            while i < len(lines) and lines[i].strip() != heredoc.group(2):
+                i += 1
+            i += 1
     return out
+
+
+def _open_quote(text: str) -> bool:
+    """A quote opened in shell text is not closed by its end (escapes and comments followed)."""
+    if "'" not in text and '"' not in text:
+        return False
+    state = ""  # "", "'", '"' or "#" (in a comment)
+    previous = "\n"
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if state == "#":
+            if char == "\n":
+                state = ""
+        elif state == "'":
+            if char == "'":
+                state = ""
+        elif char == "\\":
+            i += 1  # the next character is escaped (outside single quotes)
+        elif state == '"':
+            if char == '"':
+                state = ""
+        elif char in "'\"":
+            state = char
+        elif char == "#" and previous in " \t\n;":
+            state = "#"
+        previous = char
+        i += 1
+    return state in ("'", '"')
 
 
 def _commands(text: str, file_kind: str) -> list[tuple[int, str, str | list[str]]]:
@@ -131,6 +206,7 @@ def _commands(text: str, file_kind: str) -> list[tuple[int, str, str | list[str]
     if file_kind in ("compose", "manifest"):
         return _yaml_commands(text, file_kind == "manifest")
     out: list[tuple[int, str, str | list[str]]] = []
+    entrypoint: list[str] = []
     for line_no, first, whole in _logical_lines(text, file_kind in ("dockerfile", "shell")):
         stripped = whole.strip()
         if not stripped or stripped.startswith("#"):
@@ -139,7 +215,13 @@ def _commands(text: str, file_kind: str) -> list[tuple[int, str, str | list[str]
         if file_kind == "dockerfile":
             match = _DOCKER_INSTRUCTION.match(whole)
             if match:
-                command = _exec_form(match.group(2)) or match.group(2)
+                words = _exec_form(match.group(2))
+                command = words or match.group(2)
+                instruction = match.group(1).upper()
+                if instruction == "ENTRYPOINT":
+                    entrypoint = words or []
+                elif instruction == "CMD" and words is not None and entrypoint:
+                    command = entrypoint + words  # exec-form CMD: the ENTRYPOINT's arguments
         elif file_kind == "procfile":
             match = _PROCFILE_ENTRY.match(whole)
             command = match.group(1) if match else None
@@ -157,7 +239,7 @@ def _yaml_commands(text: str, manifest: bool) -> list[tuple[int, str, str | list
     block scalars (``|`` keeps lines as separate commands, ``>`` folds them). In a manifest a container's ``args``
     follow its ``command``; ``args`` alone (the image's entrypoint) count when they start with the server.
     """
-    lines = text.splitlines()
+    lines = lines_of(text)
     entries: list[tuple[str, int, int, str, str | list[str]]] = []  # key, column, line, first line, value
     i = 0
     while i < len(lines) and len(entries) < 10_000:
@@ -174,8 +256,11 @@ def _yaml_commands(text: str, manifest: bool) -> list[tuple[int, str, str | list
     k = 0
     while k < len(entries):
         key, column, line_no, first, value = entries[k]
-        if manifest and key == "command" and k + 1 < len(entries) and entries[k + 1][:2] == ("args", column):
-            value = _words(value) + _words(entries[k + 1][4])
+        pair = {"command", "args"}
+        if manifest and key in pair and k + 1 < len(entries) and entries[k + 1][:2] == ((pair - {key}).pop(), column):
+            # one container's command and args, in either order
+            command_value, args_value = (value, entries[k + 1][4]) if key == "command" else (entries[k + 1][4], value)
+            value = _words(command_value) + _words(args_value)
             k += 1
         out.append((line_no, first, value))
         k += 1
@@ -201,7 +286,7 @@ def _yaml_value(lines: list[str], i: int, column: int, inline: str) -> tuple[str
     if inline:  # block scalar: the lines indented past the key
         body: list[str] = []
         while j < len(lines) and (not lines[j].strip() or _indent(lines[j]) > column):
-            if lines[j].strip():
+            if lines[j].strip() and not lines[j].strip().startswith("#"):
                 body.append(lines[j].strip())
             j += 1
         return (" ; " if inline.startswith("|") else " ").join(body), j
@@ -219,7 +304,7 @@ def _yaml_value(lines: list[str], i: int, column: int, inline: str) -> tuple[str
             block: list[str] = []
             j += 1
             while j < len(lines) and (not lines[j].strip() or _indent(lines[j]) > dash):
-                if lines[j].strip():
+                if lines[j].strip() and not lines[j].strip().startswith("#"):
                     block.append(lines[j].strip())
                 j += 1
             items.append((" ; " if item.startswith("|") else " ").join(block))
@@ -270,7 +355,7 @@ def _split(command: str | list[str]) -> list[list[str]]:
     """
     if isinstance(command, list):
         words = command
-        if len(words) >= 3 and words[0].rsplit("/", 1)[-1] in ("sh", "bash", "dash") and words[1] == "-c":
+        if _shell_c(words):
             return _split(words[2])
         return [words]
     lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|")
@@ -288,31 +373,56 @@ def _split(command: str | list[str]) -> list[list[str]]:
             out[-1].append(token)
     expanded: list[list[str]] = []
     for words in out:
-        if len(words) >= 3 and words[0].rsplit("/", 1)[-1] in ("sh", "bash", "dash") and words[1] == "-c":
+        if _shell_c(words):
             expanded.extend(_split(words[2]))
         elif words:
             expanded.append(words)
     return expanded
 
 
+def _shell_c(words: list[str]) -> bool:
+    """``sh -c "..."``, ``bash -lc "..."``, ``/bin/sh -ec "..."``."""
+    return (
+        len(words) >= 3
+        and words[0].rsplit("/", 1)[-1] in ("sh", "bash", "dash", "ash", "zsh")
+        and re.fullmatch(r"-[a-z]*c[a-z]*", words[1]) is not None
+    )
+
+
 _VALUE_OPTIONS = frozenset(
     {"-b", "--bind", "--uds", "--host", "-e", "--env", "--env-file", "-c", "--config", "--chdir", "--app-dir",
      "-k", "--worker-class", "--log-config", "--root-path", "--certfile", "--keyfile", "--pid", "-p",
      "--statsd-host", "--statsd-prefix", "--forwarded-allow-ips", "--proxy-allow-from", "--error-logfile",
-     "--log-file", "--access-logfile", "--ssl-keyfile", "--ssl-certfile", "--ca-certs", "--user", "--group"}
+     "--log-file", "--access-logfile", "--ssl-keyfile", "--ssl-certfile", "--ca-certs", "--user", "--group",
+     "-n", "--name", "--dogstatsd-tags", "--logger-class", "--paste", "--paste-global", "--factory"}
 )
 """Options whose value follows as the next word and may look like an import string (``--bind unix:app.sock``)."""
 _WRAPPERS = frozenset({"exec", "env", "nohup", "time", "tini", "dumb-init", "--", "ddtrace-run",
                        "opentelemetry-instrument", "run", "poetry", "pipenv", "pdm", "uv", "hatch", "then", "do",
-                       "else", "{", "("})
+                       "else", "{", "(", "run-program", "newrelic-admin", "sudo", "nice", "ionice", "stdbuf"})
+_USER_WRAPPERS = frozenset({"gosu", "su-exec", "chpst", "setpriv"})
+"""Wrappers whose next word is a user (``gosu app gunicorn ...``)."""
+_CASE_ARM = re.compile(r"[\w|*.-]+\)")
 _NUMBER = re.compile(r"[0-9]+")
 
 
 def _server(words: list[str]) -> tuple[str, int] | None:
     """The server a command runs and the index of its first argument: ``uvicorn ...``, ``python -u -m gunicorn``."""
     i = 0
-    while i < len(words) and (words[i] in _WRAPPERS or ("=" in words[i] and not words[i].startswith("-"))):
-        i += 1  # exec, env VAR=value, poetry run, ... before the command
+    after_wrapper = False
+    while i < len(words):
+        word = words[i]
+        base = word.rsplit("/", 1)[-1]
+        if base in _WRAPPERS or (i == 0 and _CASE_ARM.fullmatch(word)):
+            after_wrapper = True
+        elif base in _USER_WRAPPERS:
+            i += 1  # and its user
+            after_wrapper = True
+        elif ("=" in word and not word.startswith("-")) or (after_wrapper and word.startswith("-")):
+            pass  # VAR=value, a wrapper's options (uv run --frozen, env -i)
+        else:
+            break
+        i += 1
     if i >= len(words):
         return None
     head = words[i].rsplit("/", 1)[-1]
@@ -327,8 +437,8 @@ def _server(words: list[str]) -> tuple[str, int] | None:
     return (head, i + 1) if head in SERVERS else None
 
 
-def _read(words: list[str], env_workers: str | None) -> tuple[str, str, str, str | None] | None:
-    """(server, workers, app, config) when ``words`` start a server and name its app.
+def _read(words: list[str], env_workers: str | None) -> tuple[str, str, str, bool, str | None] | None:
+    """(server, workers, app, from_env, config) when ``words`` start a server and name its app.
 
     The server runs more than one worker, or is gunicorn leaving its worker count to a configuration file.
     """
@@ -362,18 +472,22 @@ def _read(words: list[str], env_workers: str | None) -> tuple[str, str, str, str
         j += 1
     if not apps:
         return None
-    # gunicorn takes the app as its last argument; uvicorn and hypercorn as their first
-    app = apps[-1] if head == "gunicorn" else apps[0]
+    app = apps[0]  # each of them takes the app as its first argument
+    env = env_workers if env_workers is not None and not _at_most_one(env_workers) else None
     if workers is None and head == "gunicorn":
         # its configuration file (gunicorn.conf.py in the working directory by default) overrides WEB_CONCURRENCY
-        config = config or "gunicorn.conf.py"
+        config = (config or "gunicorn.conf.py").removeprefix("file:")
         if not config.startswith("python:"):  # (a module given as python:pkg.conf is not followed)
-            env = env_workers if env_workers is not None and int(env_workers) > 1 else ""
-            return head, env, app, config
-    if workers is None and head in _ENV_SERVERS:
-        workers = env_workers
-    if workers is None:
+            return head, env or "", app, env is not None, config
+    if workers is None and head in _ENV_SERVERS and env is not None:
+        return head, env, app, True, None
+    if workers is None or _at_most_one(workers):
         return None
-    if _NUMBER.fullmatch(workers) and int(workers) <= 1:
-        return None
-    return head, workers, app, None
+    return head, workers, app, False, None
+
+
+def _at_most_one(workers: str) -> bool:
+    """``1``, ``0``, ``01``, or a variable whose default is one of those (``${WORKERS:-1}``)."""
+    default = re.fullmatch(r"\$\{\w+:?[-=]([0-9]+)\}", workers)
+    digits = default.group(1) if default else workers
+    return _NUMBER.fullmatch(digits) is not None and digits.lstrip("0") in ("", "1")

@@ -27,9 +27,10 @@ How it is measured:
     ``docker-compose.yml``/``compose.yaml`` (``command:``, ``entrypoint:``) and other YAML files that hold a Kubernetes
     workload (a container's ``command`` and ``args``; read without a YAML library: scalars, flow and block lists,
     block scalars); commands are read, not run, so a worker count in a
-    variable stays as written and counts as more than one. gunicorn started without a worker count takes it from
-    its configuration file when the scan reads that file (``-c FILE`` from the launcher's folder, else
-    ``gunicorn.conf.py`` there, as gunicorn reads it from its working directory; the file's ``workers`` wins over
+    variable stays as written and counts as more than one (unless its default is one: ``${WORKERS:-1}``); shell
+    here-documents and multi-line strings are not commands. gunicorn started without a worker count takes it from
+    its configuration file when the scan reads that file (``-c FILE``, else ``gunicorn.conf.py``, as gunicorn reads
+    it from its working directory: the nearest from the launcher's folder upward; the file's ``workers`` wins over
     ``WEB_CONCURRENCY``). Not followed: ``--app-dir``/``--chdir`` (the module is looked up from the launcher's
     folder), ``-c python:module``, configuration files not named like gunicorn's, YAML anchors and Helm values. A
     ``# noqa: C013`` on the command's line or on a comment line just above silences it.
@@ -56,9 +57,15 @@ WORKERS_FACT = "C013.gunicorn_workers"
 """What a gunicorn configuration file tells a command line that reads it: its ``workers`` as written."""
 
 
-def launch_message(server: str, workers: str, config: str | None = None) -> str:
-    """The message for a command line that starts ``server`` with ``workers`` workers (set in ``config``)."""
-    how = f"with workers = {workers} from {config}" if config else f"--workers {workers}"
+def launch_message(server: str, workers: str, source: str | None = None) -> str:
+    """The message for a command line that starts ``server`` with ``workers`` workers.
+
+    ``source``: where the count was set, when not on the command line (a configuration file, ``WEB_CONCURRENCY``).
+    """
+    if source == "WEB_CONCURRENCY":
+        how = f"with WEB_CONCURRENCY={workers}"
+    else:
+        how = f"with workers = {workers} from {source}" if source else f"--workers {workers}"
     return f"{server} {how} starts several processes and each loads its own copy of the GPU model"
 
 
