@@ -14,9 +14,11 @@ How it is measured:
     Lowest-load point *a* and the highest non-saturated point *b* with ``level_b >= 4 * level_a``, both with an
     error rate below 1% and ``p50_a >= MIN_P50_MS`` (1 ms): S001 fires when
     ``goodput_b < MAX_SCALING * goodput_a`` (1.3x) and
-    ``p50_b >= LATENCY_SHARE * (level_b / level_a) * p50_a`` (latency grows at least half as fast as
-    concurrency, which is Little's law for a single server). Open-loop runs do not vary concurrency and are not
-    judged.
+    ``p50_b >= LATENCY_SHARE * (level_b / level_a) * p50_a`` (0.35: latency grows at least about a third as fast as
+    concurrency; Little's law for a single server says as fast, but in a short point the first wave dominates:
+    the c requests sent at once finish after 1, 2, ..., c service times, a median of about c/2, so a serialized
+    service measured over a few dozen requests shows a ratio near half the concurrency ratio). Open-loop runs do
+    not vary concurrency and are not judged.
 
 Fix:
     Move blocking work off the event loop (``def`` endpoint so the framework uses its thread pool,
@@ -36,8 +38,8 @@ MIN_LEVEL_RATIO = 4.0
 """The compared concurrencies must differ by at least this factor."""
 MAX_SCALING = 1.3
 """Goodput must grow by less than this factor over that range."""
-LATENCY_SHARE = 0.5
-"""Median latency must grow at least this share of the concurrency ratio."""
+LATENCY_SHARE = 0.35
+"""Median latency must grow at least this share of the concurrency ratio (below the first wave's 1/2)."""
 MAX_ERROR_RATE = 0.01
 """Points with more failures than this are not compared."""
 MIN_P50_MS = 1.0
