@@ -284,12 +284,7 @@ def _yaml_value(lines: list[str], i: int, column: int, inline: str) -> tuple[str
         return _scalar(inline), i + 1
     j = i + 1
     if inline:  # block scalar: the lines indented past the key
-        body: list[str] = []
-        while j < len(lines) and (not lines[j].strip() or _indent(lines[j]) > column):
-            if lines[j].strip() and not lines[j].strip().startswith("#"):
-                body.append(lines[j].strip())
-            j += 1
-        return (" ; " if inline.startswith("|") else " ").join(body), j
+        return _block_scalar(lines, j, column, inline)
     items: list[str] = []  # block list: "- item" lines at the key's column or deeper
     while j < len(lines):
         stripped = lines[j].strip()
@@ -300,18 +295,26 @@ def _yaml_value(lines: list[str], i: int, column: int, inline: str) -> tuple[str
             break
         item = stripped[1:].strip()
         if _BLOCK_SCALAR.match(item):  # "- |": the item is the block indented past its dash
-            dash = _indent(lines[j])
-            block: list[str] = []
-            j += 1
-            while j < len(lines) and (not lines[j].strip() or _indent(lines[j]) > dash):
-                if lines[j].strip() and not lines[j].strip().startswith("#"):
-                    block.append(lines[j].strip())
-                j += 1
-            items.append((" ; " if item.startswith("|") else " ").join(block))
+            block, j = _block_scalar(lines, j + 1, _indent(lines[j]), item)
+            items.append(block)
             continue
         items.append(_scalar(item))
         j += 1
     return items, j
+
+
+def _block_scalar(lines: list[str], j: int, column: int, indicator: str) -> tuple[str, int]:
+    """The block scalar whose lines start at ``j`` and are indented past ``column``, and the index after it.
+
+    Comment lines are dropped; ``|`` keeps the lines as separate commands, ``>`` folds them into one.
+    """
+    body: list[str] = []
+    while j < len(lines) and (not lines[j].strip() or _indent(lines[j]) > column):
+        stripped = lines[j].strip()
+        if stripped and not stripped.startswith("#"):
+            body.append(stripped)
+        j += 1
+    return (" ; " if indicator.startswith("|") else " ").join(body), j
 
 
 def _indent(line: str) -> int:
