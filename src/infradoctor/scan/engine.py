@@ -217,13 +217,15 @@ def noqa_codes(line: str) -> frozenset[str] | None:
     return frozenset(c.upper() for c in re.findall(r"[A-Za-z]+[0-9]+", codes))
 
 
+def _silences(line: str, code: str) -> bool:
+    """The line's ``# noqa`` (bare, or naming ``code``) silences ``code``."""
+    codes = noqa_codes(line)
+    return codes is not None and (not codes or code in codes)
+
+
 def _suppressed(hit: Hit, lines: Sequence[str]) -> bool:
-    for number in {hit.line, hit.end_line}:
-        if 1 <= number <= len(lines):
-            codes = noqa_codes(lines[number - 1])
-            if codes is not None and (not codes or hit.code in codes):
-                return True
-    return False
+    numbers = {hit.line, hit.end_line}
+    return any(_silences(lines[number - 1], hit.code) for number in numbers if 1 <= number <= len(lines))
 
 
 def _char_col(line: str, byte_col: int) -> int:
@@ -306,8 +308,7 @@ def _check_launcher(text: str, display: str, codes: frozenset[str], file_kind: s
         line = lines[launch.line - 1] if 0 < launch.line <= len(lines) else ""
         above = lines[launch.line - 2].strip() if launch.line >= 2 else ""
         # a noqa on the line, or on a comment line just above (a Dockerfile has no trailing comments)
-        marks = [noqa_codes(line), noqa_codes(above) if above.startswith("#") else None]
-        if any(codes is not None and (not codes or "C013" in codes) for codes in marks):
+        if _silences(line, "C013") or (above.startswith("#") and _silences(above, "C013")):
             outcome.suppressed += 1
             continue
         evidence: dict[str, Any] = {"workers": launch.workers, "app": launch.app, "launcher": file_kind}
@@ -340,20 +341,30 @@ def resolve_cross_file(outcomes: Sequence[tuple[str, _FileOutcome]]) -> dict[int
     for index, (display, outcome) in enumerate(outcomes):
         for (fact, module), violation in outcome.deferred:
             relative = Path(*module.split("."))
-            folder = _absolute(display).parent
-            for base in (folder, *folder.parents):
-                names = [base / relative.parent / f"{relative.name}.py", base / relative / "__init__.py"]
-                target = next((name for name in names if name in files), None)
-                if target is None:
-                    continue
-                target_display, facts = files[target]
-                if fact in facts:
-                    evidence = {**violation.evidence, "model_path": target_display, fact.split(".", 1)[-1]: facts[fact]}
-                    resolved = _with_config_workers(replace(violation, evidence=evidence), display, files)
-                    if resolved is not None:
-                        found.setdefault(index, []).append(resolved)
-                break
+            entry = _nearest(display, [relative.parent / f"{relative.name}.py", relative / "__init__.py"], files)
+            if entry is None or fact not in entry[1]:
+                continue
+            target_display, facts = entry
+            evidence = {**violation.evidence, "model_path": target_display, fact.split(".", 1)[-1]: facts[fact]}
+            resolved = _with_config_workers(replace(violation, evidence=evidence), display, files)
+            if resolved is not None:
+                found.setdefault(index, []).append(resolved)
     return found
+
+
+def _nearest(display: str, relatives: Sequence[Path | str], files: dict[Path, tuple[str, dict[str, Any]]]
+             ) -> tuple[str, dict[str, Any]] | None:
+    """The scanned file (display path, facts) at one of ``relatives``, looked for from ``display``'s folder upward.
+
+    The nearest folder that has one decides; None when none has.
+    """
+    folder = _absolute(display).parent
+    for base in (folder, *folder.parents):
+        for relative in relatives:
+            entry = files.get(_absolute(str(base / relative)))
+            if entry is not None:
+                return entry
+    return None
 
 
 def _with_config_workers(violation: Violation, display: str, files: dict[Path, tuple[str, dict[str, Any]]]
@@ -369,13 +380,7 @@ def _with_config_workers(violation: Violation, display: str, files: dict[Path, t
     config = violation.evidence.get("config")
     if config is None:
         return violation
-    folder = _absolute(display).parent
-    relative = Path(config).name if Path(config).is_absolute() else config
-    entry = None
-    for base in (folder, *folder.parents):  # the nearest scanned one, as for the app's module
-        entry = files.get(_absolute(str(base / relative)))
-        if entry is not None:
-            break
+    entry = _nearest(display, [Path(config).name if Path(config).is_absolute() else config], files)
     workers = entry[1].get(WORKERS_FACT) if entry is not None else None
     evidence = {k: v for k, v in violation.evidence.items() if k not in ("config", "server")}
     if workers is None:  # not scanned, or no workers there: WEB_CONCURRENCY or the default of one
