@@ -307,6 +307,35 @@ scan_response(const char *p, Py_ssize_t n, PyObject *capture)
     return (status == 200 && !close && !captured) ? ONE_FAST : ONE_OTHER;
 }
 
+/* The captured header names as a new tuple of lower-case bytes without NUL (the parser compares them as C
+ * strings); NULL without an exception when there are none, NULL with one on bad names. */
+static PyObject *
+capture_tuple(PyObject *names)
+{
+    PyObject *tuple;
+    Py_ssize_t k;
+    if (names == NULL || names == Py_None) {
+        return NULL;
+    }
+    tuple = PySequence_Tuple(names);
+    if (tuple == NULL) {
+        return NULL;
+    }
+    for (k = 0; k < PyTuple_GET_SIZE(tuple); k++) {
+        PyObject *name = PyTuple_GET_ITEM(tuple, k);
+        if (!PyBytes_CheckExact(name) || (Py_ssize_t)strlen(PyBytes_AS_STRING(name)) != PyBytes_GET_SIZE(name)) {
+            Py_DECREF(tuple);
+            PyErr_SetString(PyExc_TypeError, "capture names must be bytes without NUL");
+            return NULL;
+        }
+    }
+    if (PyTuple_GET_SIZE(tuple) == 0) {
+        Py_DECREF(tuple);
+        return NULL;
+    }
+    return tuple;
+}
+
 /* ---------------------------------------------------------------------------------------------------- Reader */
 
 typedef struct {
@@ -361,30 +390,13 @@ reader_init(ReaderObject *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"sink", "conn", "general", "request", "capture", "clock", NULL};
     PyObject *sink, *conn, *general, *request, *capture = NULL, *clock = Py_None;
-    Py_ssize_t k;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!OOO!|OO:Reader", kwlist, &SinkType, &sink, &conn, &general,
                                      &PyBytes_Type, &request, &capture, &clock)) {
         return -1;
     }
-    if (capture != NULL && capture != Py_None) {
-        capture = PySequence_Tuple(capture);
-        if (capture == NULL) {
-            return -1;
-        }
-        for (k = 0; k < PyTuple_GET_SIZE(capture); k++) {
-            PyObject *name = PyTuple_GET_ITEM(capture, k);
-            if (!PyBytes_CheckExact(name) || (Py_ssize_t)strlen(PyBytes_AS_STRING(name)) != PyBytes_GET_SIZE(name)) {
-                Py_DECREF(capture);
-                PyErr_SetString(PyExc_TypeError, "capture names must be bytes without NUL");
-                return -1;
-            }
-        }
-        if (PyTuple_GET_SIZE(capture) == 0) {
-            Py_CLEAR(capture);
-        }
-    }
-    else {
-        capture = NULL;
+    capture = capture_tuple(capture);
+    if (capture == NULL && PyErr_Occurred()) {
+        return -1;
     }
     if (!PyCallable_Check(general) || (clock != Py_None && !PyCallable_Check(clock))) {
         Py_XDECREF(capture);
@@ -528,25 +540,18 @@ static PyObject *
 reader_scan(PyObject *Py_UNUSED(module), PyObject *args)
 {
     Py_buffer data;
-    PyObject *capture = NULL;
+    PyObject *names = NULL, *capture;
     int kind;
-    if (!PyArg_ParseTuple(args, "y*|O!:scan", &data, &PyTuple_Type, &capture)) {
+    if (!PyArg_ParseTuple(args, "y*|O!:scan", &data, &PyTuple_Type, &names)) {
         return NULL;
     }
-    if (capture != NULL) {
-        Py_ssize_t k;
-        for (k = 0; k < PyTuple_GET_SIZE(capture); k++) {
-            if (!PyBytes_CheckExact(PyTuple_GET_ITEM(capture, k))) {
-                PyBuffer_Release(&data);
-                PyErr_SetString(PyExc_TypeError, "capture names must be bytes");
-                return NULL;
-            }
-        }
-        if (PyTuple_GET_SIZE(capture) == 0) {
-            capture = NULL;
-        }
+    capture = capture_tuple(names);
+    if (capture == NULL && PyErr_Occurred()) {
+        PyBuffer_Release(&data);
+        return NULL;
     }
     kind = scan_response((const char *)data.buf, data.len, capture);
+    Py_XDECREF(capture);
     PyBuffer_Release(&data);
     return PyLong_FromLong(kind);
 }
