@@ -52,14 +52,16 @@ _VALIDATOR = jsonschema.Draft202012Validator(schema_document())
 
 def validate_result(data: dict[str, Any] | Result) -> None:
     """Fail the test when a result does not match the shipped JSON Schema or uses an unregistered code."""
-    from infradoctor.findings import REGISTRY
+    from infradoctor.findings import catalog
+
+    registry = catalog()
 
     payload = data.to_dict() if isinstance(data, Result) else data
     errors = sorted(_VALIDATOR.iter_errors(payload), key=lambda e: list(e.path))
     assert not errors, "; ".join(f"{list(e.path)}: {e.message}" for e in errors[:5])
     for finding in payload["findings"]:
-        assert finding["code"] in REGISTRY, f"unregistered code {finding['code']}"
-        assert REGISTRY[finding["code"]].name == finding["name"], finding
+        assert finding["code"] in registry, f"unregistered code {finding['code']}"
+        assert registry[finding["code"]].name == finding["name"], finding
 
 
 @pytest.fixture

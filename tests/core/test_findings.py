@@ -4,50 +4,78 @@ from pathlib import Path
 import pytest
 
 from infradoctor.findings import (
-    REGISTRY,
+    DOC_SECTIONS,
     Finding,
     Location,
+    Rule,
     Severity,
     UnknownCodeError,
-    iter_rule_modules,
+    catalog,
     make_finding,
     rank_findings,
-    rule_codes,
-    spec,
+    render_doc,
+    rule,
+    run_rules,
 )
 
-DESIGN = Path(__file__).resolve().parents[3] / "shared" / "DESIGN.md"
 SRC = Path(__file__).resolve().parents[2] / "src" / "infradoctor"
-
-
-def design_catalog() -> dict[str, str]:
-    text = DESIGN.read_text(encoding="utf-8")
-    catalog = text.split("## Finding catalog", 1)[1].split("## Architecture", 1)[0]
-    return dict(re.findall(r"\b([PSRNC]\d{3}) ([a-z0-9-]+)", catalog))
-
-
-@pytest.mark.skipif(not DESIGN.exists(), reason="shared/DESIGN.md is not beside this checkout")
-def test_registry_matches_design_catalog() -> None:
-    expected = design_catalog()
-    assert len(expected) == 62
-    assert {code: s.name for code, s in REGISTRY.items()} == expected
 
 
 def test_codes_and_names_never_change() -> None:
     # Codes and names are stable forever (users' CI and suppressions depend on them): new codes are appended to
-    # tests/fixtures/catalog.txt; an existing line never changes.
+    # tests/fixtures/catalog.txt (which holds DESIGN.md's catalog); an existing line never changes.
     snapshot = (Path(__file__).resolve().parents[1] / "fixtures" / "catalog.txt").read_text().split("\n")
     pinned = dict(line.split(" ", 1) for line in snapshot if line.strip())
-    assert {code: REGISTRY[code].name for code in pinned if code in REGISTRY} == pinned
-    assert set(pinned) <= set(REGISTRY), "a code was removed from the registry"
+    assert {code: catalog()[code].name for code in pinned if code in catalog()} == pinned
+    assert set(pinned) <= set(catalog()), "a code was removed from the catalog"
+    assert set(catalog()) <= set(pinned), "a new code must be appended to tests/fixtures/catalog.txt"
 
 
-def test_registry_entries_are_complete() -> None:
-    for code, entry in REGISTRY.items():
+def test_catalog_entries_are_complete() -> None:
+    for code, entry in catalog().items():
         assert entry.code == code
         assert entry.group == code[0]
         assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", entry.name)
         assert entry.title and entry.fix and entry.risk and entry.commands
+
+
+def test_one_module_per_code_with_documented_sections_in_order() -> None:
+    modules = [entry.module for entry in catalog().values()]
+    assert len(modules) == len(set(modules)), "two codes share a module"
+    for code, entry in catalog().items():
+        assert entry.module.split(".")[-1].startswith(code.lower() + "_"), (code, entry.module)
+        sections = entry.sections()
+        assert list(sections)[1:5] == list(DOC_SECTIONS), (code, list(sections))
+        assert all(sections[s] for s in DOC_SECTIONS), code
+
+
+def test_rule_docs_show_threshold_values_not_markup() -> None:
+    doc = rule("P001").doc
+    assert "DATA_WAIT_FRACTION = 0.3" in doc and "``" not in doc and ":data:" not in doc
+    assert render_doc("at :data:`LIMIT` and ``other``", {"LIMIT": 0.25}) == "at LIMIT = 0.25 and `other`"
+
+
+def test_every_rule_with_checks_runs_through_run_rules() -> None:
+    for entry in catalog().values():
+        for check in entry.checks:
+            assert check.evidence is not object, entry.code
+        if entry.group != "C":
+            assert entry.checks, f"{entry.code} has no check"
+
+
+def test_run_rules_dispatches_by_evidence_type_and_ranks() -> None:
+    class Evidence:
+        pass
+
+    probe = Rule("P999", "probe-rule", Severity.LOW, "probe", fix="f", risk="r", commands=("profile",))
+
+    @probe.check(Evidence)
+    def check(ev: Evidence, options: None) -> list[Finding]:
+        return [probe.finding("seen")]
+
+    assert probe.checks_for(Evidence()) and not probe.checks_for(object())
+    assert run_rules(object()) == []  # no rule reads a bare object
+    assert check(Evidence(), None)[0].code == "P999"
 
 
 def test_make_finding_fills_catalog_defaults() -> None:
@@ -63,27 +91,9 @@ def test_unregistered_code_is_refused() -> None:
     with pytest.raises(UnknownCodeError):
         make_finding("P999", "nope")
     with pytest.raises(UnknownCodeError):
-        spec("not-a-rule")
-    assert spec("data-starvation").code == "P001"
-    assert spec("p001").code == "P001"
-
-
-def test_every_code_emitted_in_source_is_registered() -> None:
-    pattern = re.compile(r"""make_finding\(\s*["']([A-Z]\d{3})["']""")
-    for path in SRC.rglob("*.py"):
-        for code in pattern.findall(path.read_text(encoding="utf-8")):
-            assert code in REGISTRY, f"{path}: emits unregistered code {code}"
-
-
-def test_rule_modules_declare_registered_codes_and_documented_sections() -> None:
-    for module in iter_rule_modules():
-        codes = rule_codes(module)
-        assert codes, f"{module.__name__} declares no CODE"
-        for code in codes:
-            assert code in REGISTRY, f"{module.__name__}: {code} not registered"
-        doc = module.__doc__ or ""
-        for section in ("What it detects", "Why it matters", "How it is measured", "Fix"):
-            assert section in doc, f"{module.__name__} docstring lacks '{section}'"
+        rule("not-a-rule")
+    assert rule("data-starvation").code == "P001"
+    assert rule("p001").code == "P001"
 
 
 def test_ranking_by_severity_then_impact() -> None:
@@ -99,15 +109,20 @@ def test_severity_parse() -> None:
         Severity.parse("urgent")
 
 
-def test_registry_commands_match_where_rules_live() -> None:
-    # A rule module under infradoctor.<package>.rules is run by these commands (load's rules also run under
-    # `profile --load-url`, serve's only there).
-    runs_in = {"node": {"node"}, "profile": {"profile"}, "load": {"load", "profile"}, "route": {"route"},
-               "logs": {"logs"}, "scan": {"scan"}, "serve": {"profile"}}
-    emitted: dict[str, set[str]] = {}
-    for module in iter_rule_modules():
-        package = module.__name__.split(".")[1]
-        for code in rule_codes(module):
-            emitted.setdefault(code, set()).update(runs_in[package])
-    for code, commands in emitted.items():
-        assert set(REGISTRY[code].commands) == commands, (code, REGISTRY[code].commands, sorted(commands))
+def test_catalog_commands_match_the_evidence_rules_read() -> None:
+    # A check over one command's evidence makes that command emit the code (load's rules also run under
+    # `profile --load-url`, serve's only there; scan's rules are syntax-tree hooks).
+    from infradoctor.load.evidence import LoadEvidence
+    from infradoctor.logs.evidence import LogsEvidence
+    from infradoctor.node.evidence import NodeEvidence
+    from infradoctor.profile.analyze import ProfileAnalysis
+    from infradoctor.route.evidence import RouteEvidence
+
+    commands = {LoadEvidence: {"load", "profile"}, LogsEvidence: {"logs"}, NodeEvidence: {"node"},
+                ProfileAnalysis: {"profile"}, RouteEvidence: {"route"}}
+    for code, entry in catalog().items():
+        if entry.group == "C":
+            assert entry.commands == ("scan",)
+            continue
+        emitted = set().union(*(commands.get(c.evidence, {"profile"}) for c in entry.checks))
+        assert set(entry.commands) == emitted, (code, entry.commands, sorted(emitted))

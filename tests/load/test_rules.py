@@ -6,10 +6,9 @@ from typing import Any
 
 import pytest
 
-from infradoctor.findings import rule_docs
+from infradoctor.findings import catalog, run_rules
 from infradoctor.load.evidence import LoadEvidence
 from infradoctor.load.knee import CurvePoint, find_knee
-from infradoctor.load.rules import evaluate
 
 
 def point(
@@ -56,7 +55,7 @@ def run(points: list[dict], mode: str = "closed", timeout_s: float = 30.0) -> di
         "points": points,
         "knee": knee.to_dict("concurrency" if mode == "closed" else "rate") if knee else None,
     }
-    return {f.code: f for f in evaluate(LoadEvidence.from_metrics(metrics))}
+    return {f.code: f for f in run_rules(LoadEvidence.from_metrics(metrics))}
 
 
 HEALTHY = [point(1, 50, 20, 25), point(2, 99, 20, 26), point(4, 196, 20.5, 28), point(8, 380, 21, 30)]
@@ -153,10 +152,9 @@ def test_s009_saturated_points_are_flagged_and_excluded() -> None:
 
 
 def test_every_load_rule_documents_its_sections() -> None:
-    docs = rule_docs()
     for code in ("S001", "S003", "S005", "S006", "S007", "S008", "S009"):
         for section in ("What it detects", "Why it matters", "How it is measured", "Fix"):
-            assert section in docs[code], (code, section)
+            assert catalog()[code].sections().get(section), (code, section)
 
 
 def test_knee_must_clear_the_p99_confidence_intervals() -> None:

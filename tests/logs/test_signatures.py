@@ -1,6 +1,6 @@
 import pytest
 
-from infradoctor.findings import REGISTRY
+from infradoctor.findings import catalog
 from infradoctor.logs.signatures import (
     BY_ID,
     SIGNATURES,
@@ -65,7 +65,7 @@ def test_ordinary_lines_match_nothing(line: str) -> None:
 def test_every_signature_maps_to_a_registered_code_and_has_text() -> None:
     for sig in SIGNATURES:
         assert sig.meaning and sig.fix
-        assert sig.code is None or sig.code in REGISTRY
+        assert sig.code is None or sig.code in catalog()
     assert BY_ID["upstream_timeout"].code == "R008"
     assert BY_ID["no_healthy_upstream"].code == "R006"
 

@@ -8,13 +8,13 @@ import pytest
 
 from infradoctor.logs.evidence import LogsEvidence, build_evidence
 from infradoctor.logs.formats import ParseOptions, choose_format
-from infradoctor.logs.rules import RuleOptions
-from infradoctor.logs.rules import n001_gpu_xid as logs_n001
+from infradoctor.logs.incidents import LogsRuleOptions as RuleOptions
 from infradoctor.logs.source import open_source, read_sample
 from infradoctor.logs.stats import LogStats
 from infradoctor.node.kernel import read_kernel_log
 from infradoctor.node.rules import NodeOptions
 from infradoctor.node.rules import n001_gpu_xid as node_n001
+from infradoctor.node.rules.n001_gpu_xid import check_logs as logs_n001_check
 from infradoctor.xid import ACTIONS, XID_CATALOG, parse_xid_line, xid_info
 
 from .builders import evidence
@@ -41,7 +41,7 @@ def test_node_and_logs_agree_on_every_code(tmp_path: Path) -> None:
     path = tmp_path / "kern.log"
     path.write_text("".join(kernel_line(code) + "\n" for code in CODES))
     node_found = {f.evidence["xid"]: f for f in node_n001.check(evidence(kernel=read_kernel_log(path)), NodeOptions())}
-    logs_found = {f.evidence["xid"]: f for f in logs_n001.check(logs_evidence(path), RuleOptions())}
+    logs_found = {f.evidence["xid"]: f for f in logs_n001_check(logs_evidence(path), RuleOptions())}
     assert set(node_found) == set(logs_found) == set(CODES)
     for code in CODES:
         node, logs, info = node_found[code], logs_found[code], xid_info(code)

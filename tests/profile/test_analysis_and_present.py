@@ -116,7 +116,7 @@ def test_long_runs_keep_a_bounded_representative_sample_of_steps(tmp_path) -> No
 
 
 def test_a_run_too_short_for_system_samples_still_builds_metrics() -> None:
-    from infradoctor.profile.rules import run_rules
+    from infradoctor.findings import run_rules
 
     ev = evidence(system=(), cpu_count=8, steps=steps(50, data_wait_s=0.008, forward_s=0.001),
                   dataloaders=(loader(wait_s=0.4),))

@@ -6,10 +6,10 @@ from dataclasses import replace
 
 import pytest
 
-from infradoctor.findings import Severity, iter_rule_modules, rule_codes
-from infradoctor.profile.analyze import analyze
+from infradoctor.findings import Severity, catalog, run_rules
+from infradoctor.profile.analyze import ProfileAnalysis, analyze
 from infradoctor.profile.evidence import SystemSample
-from infradoctor.profile.rules import RuleOptions, rule_checks, run_rules
+from infradoctor.profile.rules import RuleOptions
 
 from .builders import Construction, LoadEvent, SyncSite, evidence, loader, module, steps
 
@@ -27,10 +27,9 @@ def only(code: str, ev):
 
 
 def test_every_profile_code_has_exactly_one_rule_module() -> None:
-    checks = rule_checks()
-    assert sorted(checks) == ["N011", *(f"P{i:03d}" for i in range(1, 16))]
-    profile_modules = [m for m in iter_rule_modules() if m.__name__.startswith("infradoctor.profile.")]
-    assert sorted(c for m in profile_modules for c in rule_codes(m)) == sorted(checks)
+    codes = sorted(code for code, rule in catalog().items() if any(c.evidence is ProfileAnalysis for c in rule.checks))
+    assert codes == ["N011", *(f"P{i:03d}" for i in range(1, 16))]
+    assert all(catalog()[code].module.startswith("infradoctor.profile.rules.") for code in codes)
 
 
 def test_healthy_training_has_no_findings() -> None:

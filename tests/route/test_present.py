@@ -1,10 +1,10 @@
 from __future__ import annotations
 
+from infradoctor.findings import run_rules
 from infradoctor.report.markdown import MarkdownRenderer
 from infradoctor.result import new_result
 from infradoctor.route.diagnose import RouteOptions, build_metrics
 from infradoctor.route.present import sections
-from infradoctor.route.rules import run_rules
 from tests.route.builders import B1, B2, BackendSpec, Scenario, evidence, samples
 
 

@@ -52,14 +52,14 @@ class LogsCommand(Command):
     def run(self, args: argparse.Namespace) -> int:
         """Analyse the files, store and print the result."""
         from infradoctor.logs.formats import FormatError
-        from infradoctor.logs.rules import RuleOptions
+        from infradoctor.logs.incidents import LogsRuleOptions
         from infradoctor.logs.run import STDIN, LogsOptions, analyze_logs
 
         if args.min_requests < 1:
             raise UsageError("--min-requests must be at least 1")
         options = LogsOptions(format=args.format, nginx_log_format=args.nginx_log_format,
                               envoy_log_format=args.envoy_log_format, engine=args.engine,
-                              rules=RuleOptions(min_requests=args.min_requests))
+                              rules=LogsRuleOptions(min_requests=args.min_requests))
         stdin = None
         if args.files.count(STDIN) > 1:
             raise UsageError("'-' (standard input) can be given only once")

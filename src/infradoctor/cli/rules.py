@@ -8,14 +8,14 @@ import sys
 
 from infradoctor.cli.base import Command
 from infradoctor.errors import EXIT_OK, UsageError
-from infradoctor.findings import GROUPS, REGISTRY, UnknownCodeError, rule_docs, spec
 
 
 class RulesCommand(Command):
     """List every finding code (code, name, group, severity, commands), or explain one.
 
     `infradoctor rules` lists the catalog; `infradoctor rules P001` (or `rules data-starvation`) explains one
-    code from its rule's documentation: what it detects, why it matters, how it is measured, and the fix.
+    code from its rule's documentation: what it detects, why it matters, how it is measured (with the thresholds'
+    values), and the fix.
     """
 
     name = "rules"
@@ -23,17 +23,19 @@ class RulesCommand(Command):
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         """Arguments."""
         parser.add_argument("code", nargs="?", help="a code (P001) or name (data-starvation) to explain")
-        parser.add_argument("--group", choices=sorted(GROUPS), help="only codes of one group")
+        parser.add_argument("--group", choices=("C", "N", "P", "R", "S"), help="only codes of one group")
         parser.add_argument("--format", choices=("text", "json"), default="text", help="output format")
 
     def run(self, args: argparse.Namespace) -> int:
         """Print the catalog or one entry."""
+        from infradoctor.findings import UnknownCodeError, catalog, rule
+
         if args.code:
             try:
-                entry = spec(args.code)
+                entry = rule(args.code)
             except UnknownCodeError as exc:
                 raise UsageError(str(exc.args[0])) from None
-            doc = rule_docs().get(entry.code, "")
+            doc = entry.doc
             if args.format == "json":
                 payload = {
                     "code": entry.code,
@@ -42,21 +44,26 @@ class RulesCommand(Command):
                     "severity": entry.severity.value,
                     "title": entry.title,
                     "commands": list(entry.commands),
+                    "preview": entry.preview,
                     "fix": entry.fix,
                     "risk": entry.risk,
                     "doc": doc,
+                    "sections": entry.sections(),
                 }
                 sys.stdout.write(json.dumps(payload, indent=2) + "\n")
                 return EXIT_OK
+            preview = ", preview: off unless selected" if entry.preview else ""
             lines = [
-                f"{entry.code} {entry.name} ({entry.severity.value}, emitted by {', '.join(entry.commands)})",
+                f"{entry.code} {entry.name} ({entry.severity.value}, emitted by {', '.join(entry.commands)}{preview})",
                 entry.title,
                 "",
-                doc or f"Fix: {entry.fix}\nRisk: {entry.risk}",
+                doc or f"Fix: {entry.fix}",
+                "",
+                f"Risk: {entry.risk}",
             ]
             sys.stdout.write("\n".join(lines).rstrip() + "\n")
             return EXIT_OK
-        entries = [e for e in REGISTRY.values() if not args.group or e.group == args.group]
+        entries = [e for e in catalog().values() if not args.group or e.group == args.group]
         if args.format == "json":
             rows = [
                 {
@@ -66,13 +73,15 @@ class RulesCommand(Command):
                     "severity": e.severity.value,
                     "title": e.title,
                     "commands": list(e.commands),
+                    "preview": e.preview,
                 }
                 for e in entries
             ]
             sys.stdout.write(json.dumps(rows, indent=2) + "\n")
             return EXIT_OK
         for e in entries:
-            sys.stdout.write(f"{e.code}  {e.name:28} {e.severity.value:8} {', '.join(e.commands):14} {e.title}\n")
+            title = e.title + (" (preview)" if e.preview else "")
+            sys.stdout.write(f"{e.code}  {e.name:28} {e.severity.value:8} {', '.join(e.commands):14} {title}\n")
         return EXIT_OK
 
 

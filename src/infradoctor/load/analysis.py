@@ -28,10 +28,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from infradoctor.findings import Finding
+from infradoctor.findings import Finding, run_rules
 from infradoctor.load.engine import PointResult
 from infradoctor.load.evidence import LoadEvidence
-from infradoctor.load.rules import evaluate
 from infradoctor.load.sweep import SweepResult
 
 
@@ -131,4 +130,4 @@ def headline(sweep: SweepResult, ref: PointResult | None) -> dict[str, float | i
 
 def diagnose(metrics: Mapping[str, Any]) -> list[Finding]:
     """Run the load rules over a result's metrics (live or recorded)."""
-    return evaluate(LoadEvidence.from_metrics(metrics))
+    return run_rules(LoadEvidence.from_metrics(metrics))

@@ -20,10 +20,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from infradoctor.findings import run_rules
 from infradoctor.logs.evidence import LogsEvidence, build_evidence, hist_sample, iso
 from infradoctor.logs.formats import ParseOptions, choose_format
 from infradoctor.logs.formats.access import POLARS_REQUIREMENT
-from infradoctor.logs.rules import RuleOptions, run_rules
+from infradoctor.logs.incidents import LogsRuleOptions
 from infradoctor.logs.signatures import BY_ID
 from infradoctor.logs.source import SourceError, open_source, read_sample
 from infradoctor.logs.stats import LogStats
@@ -56,7 +57,7 @@ class LogsOptions:
     """``--envoy-log-format``: the Envoy access-log format string (default and Istio formats are known)."""
     engine: str = "auto"
     """Access-log engine: auto, polars or python."""
-    rules: RuleOptions = RuleOptions()
+    rules: LogsRuleOptions = LogsRuleOptions()
     """Rule options."""
 
 

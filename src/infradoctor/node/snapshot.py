@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infradoctor.findings import Finding
+from infradoctor.findings import Finding, run_rules
 from infradoctor.node.evidence import (
     GpuExpectation,
     GpuSnapshot,
@@ -28,7 +28,7 @@ from infradoctor.node.expect import probe_expectation
 from infradoctor.node.gpu import GpuBackend, select_backend
 from infradoctor.node.gpu.base import BENIGN_REASON_MASK, active_reasons
 from infradoctor.node.kernel import read_kernel_log
-from infradoctor.node.rules import NodeOptions, evaluate
+from infradoctor.node.rules import NodeOptions
 from infradoctor.node.system import DEFAULT_WINDOW_S, probe_host
 from infradoctor.result import ErrorNote, Result, new_result
 
@@ -199,7 +199,7 @@ def build_result(
     distributions: Mapping[str, list[float]] | None = None,
 ) -> Result:
     """Rules over the evidence, wrapped as a result; notes become the result's errors (a partial result)."""
-    findings: list[Finding] = evaluate(evidence, options)
+    findings: list[Finding] = run_rules(evidence, options)
     return new_result(
         "node",
         started_at=started_at,

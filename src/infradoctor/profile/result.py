@@ -7,10 +7,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from infradoctor.findings import run_rules
 from infradoctor.profile.analyze import analyze, build_metrics, shell_exit_code
 from infradoctor.profile.evidence import ProfileEvidence
 from infradoctor.profile.launcher import ProfileOptions, start_profiled
-from infradoctor.profile.rules import RuleOptions, run_rules
+from infradoctor.profile.rules import RuleOptions
 from infradoctor.result import ErrorNote, Result, new_result, utc_now_iso
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from infradoctor import __version__
 from infradoctor.compare import compare_results, lower_is_better
-from infradoctor.findings import REGISTRY, Finding, rank_findings
+from infradoctor.findings import Finding, catalog, rank_findings
 from infradoctor.report.sections import format_evidence, format_value
 from infradoctor.result import Result, utc_now_iso
 from infradoctor.store import describe_target
@@ -295,7 +295,7 @@ def build_writeup(
         if finding.code in seen_codes:
             continue
         seen_codes.add(finding.code)
-        risk = finding.risk or REGISTRY[finding.code].risk
+        risk = finding.risk or catalog()[finding.code].risk
         kind = "applied" if finding in applied else "recommended"
         risks.append(f"{finding.code} {finding.name} ({kind} fix): {risk}")
     for pair in pairs:

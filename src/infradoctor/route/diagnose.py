@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from infradoctor.errors import UsageError
+from infradoctor.findings import run_rules
 from infradoctor.load.engine import StopSignal, run_sync
 from infradoctor.load.spec import RequestSpec
 from infradoctor.result import ErrorNote, Result, new_result, utc_now_iso
@@ -37,7 +38,7 @@ from infradoctor.route.prober import (
     ProbePlan,
     run_probe,
 )
-from infradoctor.route.rules import RuleOptions, run_rules
+from infradoctor.route.rules import RuleOptions
 from infradoctor.route.rules._common import DEFAULT_SLOW_MS
 from infradoctor.route.sender import EngineSender
 from infradoctor.route.stats import thin

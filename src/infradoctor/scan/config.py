@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infradoctor.findings import REGISTRY
+from infradoctor.findings import catalog
 
 if sys.version_info >= (3, 11):
     import tomllib as _toml
@@ -25,7 +25,7 @@ else:  # pragma: no cover - Python 3.10
     except ModuleNotFoundError:
         _toml = None
 
-SCAN_CODES: tuple[str, ...] = tuple(sorted(code for code, spec in REGISTRY.items() if spec.group == "C"))
+SCAN_CODES: tuple[str, ...] = tuple(sorted(code for code, rule in catalog().items() if rule.group == "C"))
 """Every code the scan can emit."""
 
 _KEYS = frozenset({"select", "ignore", "per-file-ignores", "exclude"})

@@ -14,6 +14,7 @@ import io
 import os
 import re
 import stat
+import sys
 import tempfile
 import time
 import tokenize
@@ -24,7 +25,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from infradoctor.findings import REGISTRY, iter_rule_modules, rule_codes
+from infradoctor.findings import catalog
 from infradoctor.scan import launchers
 from infradoctor.scan.config import (
     SCAN_CODES,
@@ -81,7 +82,7 @@ class Violation:
     @property
     def name(self) -> str:
         """Stable kebab-case name of the code."""
-        return REGISTRY[self.code].name
+        return catalog()[self.code].name
 
 
 @dataclass(frozen=True)
@@ -171,10 +172,9 @@ class ScanOptions:
 def rule_modules() -> dict[str, ModuleType]:
     """The scan rule modules by code."""
     modules: dict[str, ModuleType] = {}
-    for module in iter_rule_modules():
-        if module.__name__.startswith("infradoctor.scan.rules."):
-            for code in rule_codes(module):
-                modules[code] = module
+    for code, rule in catalog().items():
+        if rule.module.startswith("infradoctor.scan.rules."):
+            modules[code] = sys.modules[rule.module]
     return modules
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from infradoctor.findings import REGISTRY
+from infradoctor.findings import catalog
 from infradoctor.report.sections import Section, Table
 from infradoctor.result import Result
 
@@ -16,7 +16,7 @@ def sections(result: Result) -> list[Section]:
     by_code = metrics.get("by_code") or {}
     tables = []
     if by_code:
-        rows = [(code, REGISTRY[code].name if code in REGISTRY else "", int(count))
+        rows = [(code, catalog()[code].name if code in catalog() else "", int(count))
                 for code, count in by_code.items()]
         tables.append(Table(columns=("code", "name", "findings"), rows=rows, title="Findings by rule"))
     by_file = metrics.get("by_file") or {}

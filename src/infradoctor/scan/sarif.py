@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import quote
 
 from infradoctor import __version__
-from infradoctor.findings import REGISTRY, Severity, rule_docs
+from infradoctor.findings import Severity, catalog
 from infradoctor.scan.config import SCAN_CODES
 from infradoctor.scan.engine import FIX_ONLY_PROBLEMS, ScanReport
 
@@ -32,7 +32,7 @@ _LEVELS = {
 
 
 def _level(code: str) -> str:
-    return _LEVELS[REGISTRY[code].severity]
+    return _LEVELS[catalog()[code].severity]
 
 
 def _artifact(path: str, base: Path) -> dict[str, str]:
@@ -53,8 +53,8 @@ def fingerprint(code: str, uri: str, line_text: str, occurrence: int) -> str:
 
 
 def _rule(code: str) -> dict[str, Any]:
-    spec = REGISTRY[code]
-    doc = rule_docs().get(code, "")
+    spec = catalog()[code]
+    doc = spec.doc
     summary = doc.split("\n\n", 1)[0].split(": ", 1)[-1] if doc else spec.title
     return {
         "id": code,

@@ -256,7 +256,7 @@ class RuleSet:
         rules = cls()
         codes: set[str] = set()
         for module in modules:
-            codes.add(module.CODE)
+            codes.add(module.RULE.code)
             check = getattr(module, "check", None)
             if check is not None:
                 for name in module.CALL_NAMES:

@@ -42,7 +42,7 @@ from urllib.parse import urlsplit
 import psutil
 
 from infradoctor.errors import UsageError
-from infradoctor.findings import Finding, Location, rank_findings
+from infradoctor.findings import Finding, Location, rank_findings, run_rules
 from infradoctor.load.analysis import build_metrics as build_load_metrics
 from infradoctor.load.analysis import diagnose as diagnose_load
 from infradoctor.load.spec import RequestSpec, Target
@@ -55,7 +55,6 @@ from infradoctor.profile.rules import RuleOptions
 from infradoctor.result import ErrorNote, Result, utc_now_iso
 from infradoctor.serve import autoattach
 from infradoctor.serve.looplag import LoopLagEvidence
-from infradoctor.serve.rules import s002_event_loop_blocked, s004_model_copy_per_worker
 from infradoctor.serve.workers import WorkerLayout, worker_layout
 
 DEFAULT_READY_TIMEOUT_S = 120.0
@@ -216,7 +215,7 @@ def service_failed(result: Result) -> str | None:
 def _service_findings(loops: Sequence[LoopLagEvidence], layout: WorkerLayout | None, cwd: str | None,
                       ) -> list[Finding]:
     findings: list[Finding] = []
-    blocked = [f for e in loops for f in s002_event_loop_blocked.check(e)]
+    blocked = [f for e in loops for f in run_rules(e)]
     if blocked:
         worst = max(blocked, key=lambda f: float(f.evidence.get("blocked_s", 0.0)))
         loc = worst.location
@@ -224,7 +223,7 @@ def _service_findings(loops: Sequence[LoopLagEvidence], layout: WorkerLayout | N
             worst = replace(worst, location=Location(_relative(loc.file, cwd), loc.line, loc.column, loc.function))
         findings.append(worst)
     if layout is not None:
-        findings.extend(s004_model_copy_per_worker.check(layout))
+        findings.extend(run_rules(layout))
     return findings
 
 

@@ -30,10 +30,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from infradoctor.findings import Finding, make_finding
+from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.load.evidence import LoadEvidence
 
-CODE = "S001"
+RULE = Rule(
+    "S001",
+    "serialized-requests",
+    Severity.HIGH,
+    "Requests are served one at a time",
+    fix="Move blocking work off the event loop (def endpoint, asyncio.to_thread, run_in_executor) or add workers.",
+    risk="Threads share the GIL; more workers each hold a model copy.",
+    commands=("load", "profile"),
+)
 MIN_LEVEL_RATIO = 4.0
 """The compared concurrencies must differ by at least this factor."""
 MAX_SCALING = 1.3
@@ -47,6 +55,7 @@ MIN_P50_MS = 1.0
 client and the TCP stack, not the service, set the pace."""
 
 
+@RULE.check(LoadEvidence, None)
 def check(evidence: LoadEvidence, options: Mapping[str, Any] | None = None) -> list[Finding]:
     """S001 when throughput stays flat while latency follows concurrency."""
     if evidence.mode != "closed":
@@ -67,8 +76,7 @@ def check(evidence: LoadEvidence, options: Mapping[str, Any] | None = None) -> l
     if scaling >= MAX_SCALING or latency_ratio < LATENCY_SHARE * ratio:
         return []
     return [
-        make_finding(
-            CODE,
+        RULE.finding(
             f"Throughput stays at {low.goodput_rps:.1f} -> {high.goodput_rps:.1f} req/s from concurrency "
             f"{low.level:g} to {high.level:g} while median latency grows {latency_ratio:.1f}x",
             {

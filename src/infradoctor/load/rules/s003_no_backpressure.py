@@ -28,10 +28,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from infradoctor.findings import Finding, make_finding
+from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.load.evidence import LoadEvidence, PointEvidence
 
-CODE = "S003"
+RULE = Rule(
+    "S003",
+    "no-backpressure",
+    Severity.HIGH,
+    "Overload queues without bound instead of rejecting",
+    fix="Limit in-flight requests (semaphore or server limit) and return 429/503 with Retry-After beyond it.",
+    risk="A concurrency limit turns overload into 429s that clients must retry.",
+    commands=("load", "profile"),
+)
 LATENCY_SHARE = 0.6
 """Closed loop: latency must grow at least this share of the load ratio past the knee."""
 MAX_REJECTION_RATE = 0.01
@@ -48,6 +56,7 @@ def _rejection_rate(point: PointEvidence) -> float:
     return point.rejections / point.completed if point.completed else 0.0
 
 
+@RULE.check(LoadEvidence, None)
 def check(evidence: LoadEvidence, options: Mapping[str, Any] | None = None) -> list[Finding]:
     """S003 when latency grows past capacity and nothing is rejected."""
     points = evidence.valid_points
@@ -68,9 +77,8 @@ def check(evidence: LoadEvidence, options: Mapping[str, Any] | None = None) -> l
         if latency_ratio < LATENCY_SHARE * load_ratio or rejection >= MAX_REJECTION_RATE or not grown:
             return []
         return [
-            make_finding(
-                CODE,
-                f"Past the knee at concurrency {base.level:g}, median latency grows {latency_ratio:.1f}x for "
+            RULE.finding(
+            f"Past the knee at concurrency {base.level:g}, median latency grows {latency_ratio:.1f}x for "
                 f"{load_ratio:.1f}x the load and only {rejection:.1%} of requests are rejected",
                 {
                     "knee_level": base.level,
@@ -93,9 +101,8 @@ def check(evidence: LoadEvidence, options: Mapping[str, Any] | None = None) -> l
         if growth < GROWTH or _rejection_rate(point) >= MAX_REJECTION_RATE:
             continue
         return [
-            make_finding(
-                CODE,
-                f"At {point.level:g} req/s offered the service completes {point.throughput_rps:.1f} req/s and "
+            RULE.finding(
+            f"At {point.level:g} req/s offered the service completes {point.throughput_rps:.1f} req/s and "
                 f"latency grows {growth:.1f}x during the point without rejecting requests",
                 {
                     "offered_rps": point.level,

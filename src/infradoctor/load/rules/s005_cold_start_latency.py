@@ -23,10 +23,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from infradoctor.findings import Finding, make_finding
+from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.load.evidence import LoadEvidence
 
-CODE = "S005"
+RULE = Rule(
+    "S005",
+    "cold-start-latency",
+    Severity.MEDIUM,
+    "First requests are much slower than the rest",
+    fix="Load and warm up the model at start-up and gate readiness on it.",
+    risk="Start-up takes longer; readiness must reflect it.",
+    commands=("load", "profile"),
+)
 FIRST_WINDOW = 5
 """How many of the first requests are examined."""
 RATIO = 5.0
@@ -35,6 +43,7 @@ MIN_EXCESS_MS = 50.0
 """... and it must be at least this much slower in absolute terms."""
 
 
+@RULE.check(LoadEvidence, None)
 def check(evidence: LoadEvidence, options: Mapping[str, Any] | None = None) -> list[Finding]:
     """S005 when the first requests stand out from the first point's steady state."""
     points = evidence.valid_points
@@ -49,8 +58,7 @@ def check(evidence: LoadEvidence, options: Mapping[str, Any] | None = None) -> l
     if slowest < RATIO * steady or slowest - steady < MIN_EXCESS_MS or not first.p90_ms < slowest / 2:
         return []
     return [
-        make_finding(
-            CODE,
+        RULE.finding(
             f"The first requests took up to {slowest:.0f} ms; steady state median is {steady:.1f} ms "
             f"({slowest / steady:.0f}x)",
             {

@@ -24,16 +24,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from infradoctor.findings import Finding, Severity, make_finding
+from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.load.evidence import LoadEvidence
 
-CODE = "S006"
+RULE = Rule(
+    "S006",
+    "error-rate",
+    Severity.HIGH,
+    "Requests fail under load",
+    fix="See the error classes: fix capacity for 503/timeouts, the client for 4xx, the server for resets.",
+    risk="Depends on the cause.",
+    commands=("load", "profile"),
+)
 THRESHOLD = 0.01
 """A point with at least this failed share has an error problem."""
 HIGH_THRESHOLD = 0.10
 """At or above this failed share the finding is high severity."""
 
 
+@RULE.check(LoadEvidence, None)
 def check(evidence: LoadEvidence, options: Mapping[str, Any] | None = None) -> list[Finding]:
     """S006 at the worst point with errors at or above the threshold."""
     failing = [p for p in evidence.valid_points if p.error_rate >= THRESHOLD]
@@ -46,8 +55,7 @@ def check(evidence: LoadEvidence, options: Mapping[str, Any] | None = None) -> l
     severity = Severity.HIGH if worst.error_rate >= HIGH_THRESHOLD else Severity.MEDIUM
     unit = "concurrency" if worst.mode == "closed" else "req/s"
     return [
-        make_finding(
-            CODE,
+        RULE.finding(
             f"{worst.error_rate:.1%} of requests failed at {unit} {worst.level:g} ({top})",
             {
                 "worst_point": worst.label,

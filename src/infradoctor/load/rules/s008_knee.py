@@ -27,12 +27,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from infradoctor.findings import Finding, make_finding
+from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.load.evidence import LoadEvidence
 
-CODE = "S008"
+RULE = Rule(
+    "S008",
+    "knee",
+    Severity.INFO,
+    "Latency knee: past this load latency rises while throughput does not",
+    fix="Keep offered load below the knee (autoscale or admission control there), or raise capacity.",
+    risk="Running near the knee leaves little headroom for bursts.",
+    commands=("load", "profile"),
+)
 
 
+@RULE.check(LoadEvidence, None)
 def check(evidence: LoadEvidence, options: Mapping[str, Any] | None = None) -> list[Finding]:
     """S008 from ``metrics.knee``."""
     knee = evidence.knee
@@ -43,8 +52,7 @@ def check(evidence: LoadEvidence, options: Mapping[str, Any] | None = None) -> l
     nxt = knee.get("next") or {}
     unit = "concurrency" if kind == "concurrency" else "req/s"
     return [
-        make_finding(
-            CODE,
+        RULE.finding(
             f"Knee at {unit} {level:g}: {float(knee.get('throughput_rps', 0.0)):.1f} req/s, p99 "
             f"{float(knee.get('p99_ms', 0.0)):.1f} ms; at {float(nxt.get('level', 0.0)):g} p99 is "
             f"{float(nxt.get('p99_ms', 0.0)):.1f} ms for {float(knee.get('throughput_gain', 0.0)):+.0%} throughput",

@@ -26,12 +26,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from infradoctor.findings import Finding, make_finding
+from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.load.evidence import LoadEvidence
 
-CODE = "S009"
+RULE = Rule(
+    "S009",
+    "load-generator-saturated",
+    Severity.MEDIUM,
+    "The load generator itself saturated",
+    fix="Use fewer connections per process, more generator processes, or another machine for the client.",
+    risk="Numbers at saturated points describe the client, not the server.",
+    commands=("load", "profile"),
+)
 
 
+@RULE.check(LoadEvidence, None)
 def check(evidence: LoadEvidence, options: Mapping[str, Any] | None = None) -> list[Finding]:
     """S009 listing the saturated points."""
     saturated = [p for p in evidence.points if p.saturated]
@@ -39,8 +48,7 @@ def check(evidence: LoadEvidence, options: Mapping[str, Any] | None = None) -> l
         return []
     labels = ", ".join(p.label for p in saturated)
     return [
-        make_finding(
-            CODE,
+        RULE.finding(
             f"The load generator saturated at {labels}; those points are excluded from the verdicts",
             {
                 "points": [p.label for p in saturated],

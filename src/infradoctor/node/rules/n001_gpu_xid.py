@@ -4,11 +4,18 @@ What it detects:
     ``NVRM: Xid (PCI:...): N`` lines in the kernel log (dmesg, journalctl -k, /var/log/kern.log, or the file given
     with ``--kernel-log``). One finding per Xid code, with the GPUs (PCI addresses) and processes involved.
 
+    From logs (`infradoctor logs`): ``NVRM: Xid (PCI:...): N`` lines: the NVIDIA driver reporting a GPU error with
+    code N.
+
 Why it matters:
     An Xid is the driver reporting a GPU error. Some are the application's own fault (13, 31, 43: a bad kernel or
     illegal address; the GPU is fine); others mean the GPU needs a reset (48, 62, 95, 119, 120), the node needs a
     reboot (79: the GPU fell off the bus), or the board needs to be drained and replaced (92). Jobs that hit
     them crash, hang or silently lose a GPU.
+
+    From logs (`infradoctor logs`): Some codes are application faults (13, 31, 43: fix or restart the app), others
+    mean the GPU or board is failing (48 double-bit ECC, 79 fallen off the bus, 64/95 ECC containment failures, 74
+    NVLink): jobs on that GPU will keep failing or hang until it is reset or replaced.
 
 How it is measured:
     Each Xid line is parsed (code, PCI address, pid and process name where printed) and looked up in a table of
@@ -17,24 +24,44 @@ How it is measured:
     or drain, ``high`` for a GPU reset, ``medium`` for application errors, ``low`` when nothing is to be done (45,
     121). The affected GPU is named by matching the PCI address to the GPU probe.
 
+    From logs (`infradoctor logs`): Kernel lines are matched by the signature catalog; the code and device come from
+    the Xid line; each code is looked up in the Xid table shared with ``infradoctor node`` (``infradoctor.xid``) for
+    meaning, origin and action. Severity follows the action: critical for reboot or drain, high for a GPU reset,
+    medium for application errors, low when nothing is to be done.
+
 Fix:
     Act per code, as the finding says: application errors -> fix or restart the application; reset the GPU
     (``nvidia-smi -r -i N`` with no processes on it) for 48/62/63/95/119/120; reboot and drain for 79; drain and
     RMA when 64/92/95 recur or row remapping failed (see N002).
+
+    From logs (`infradoctor logs`): Act per code: application errors -> debug/restart the application; hardware
+    errors -> reset the GPU (nvidia-smi -r) when idle, reboot for 79, drain the node and RMA when ECC/NVLink errors
+    repeat.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 
-from infradoctor.findings import Finding, Location, make_finding
+from infradoctor.findings import Finding, Location, Rule, Severity
+from infradoctor.logs.evidence import LogsEvidence
+from infradoctor.logs.incidents import LogsRuleOptions
 from infradoctor.node.evidence import NodeEvidence, XidEvent
 from infradoctor.node.kernel import normalise_pci
 from infradoctor.node.rules._common import NodeOptions
 from infradoctor.xid import xid_info
 
-CODE = "N001"
+RULE = Rule(
+    "N001",
+    "gpu-xid",
+    Severity.HIGH,
+    "GPU Xid errors in the kernel log",
+    fix="Act per Xid code: application errors -> fix/restart the app; hardware errors -> reset GPU, reboot, drain.",
+    risk="Reset and reboot interrupt every job on the GPU/node.",
+    commands=("node", "logs"),
+)
 
+@RULE.check(NodeEvidence, NodeOptions)
 def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
     """One finding per Xid code seen."""
     by_code: dict[int, list[XidEvent]] = defaultdict(list)
@@ -52,9 +79,8 @@ def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
         where = ", ".join(gpus or [f"PCI:{p}" for p in pcis])
         title = f"Xid {code} ({info.meaning}) x{len(events)} on {where}: {info.action}"
         findings.append(
-            make_finding(
-                CODE,
-                title,
+            RULE.finding(
+            title,
                 {
                     "xid": code,
                     "count": len(events),
@@ -75,4 +101,26 @@ def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
                 location=Location(file=evidence.kernel.source or "kernel log", line=events[0].line),
             )
         )
+    return findings
+
+
+@RULE.check(LogsEvidence, LogsRuleOptions)
+def check_logs(evidence: LogsEvidence, options: LogsRuleOptions) -> list[Finding]:
+    """One finding per Xid code."""
+    by_code: Counter[int] = Counter()
+    devices: dict[int, set[str]] = {}
+    for (code, device), count in evidence.xids.items():
+        by_code[code] += count
+        devices.setdefault(code, set()).add(device)
+    findings = []
+    for code, count in sorted(by_code.items()):
+        info = xid_info(code)
+        gpus = sorted(devices[code])
+        findings.append(RULE.finding(
+            f"Xid {code} ({info.meaning}) x{count} on {', '.join(gpus[:4])}",
+            {"xid": code, "count": count, "devices": gpus, "meaning": info.meaning, "origin": info.origin,
+             "action": info.action, "hardware": info.hardware},
+            severity=info.severity,
+            fix=info.advice,
+        ))
     return findings

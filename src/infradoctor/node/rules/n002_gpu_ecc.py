@@ -27,11 +27,19 @@ Fix:
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding, Severity, make_finding
+from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.node.evidence import GpuDevice, NodeEvidence
 from infradoctor.node.rules._common import NodeOptions, gpu_location
 
-CODE = "N002"
+RULE = Rule(
+    "N002",
+    "gpu-ecc",
+    Severity.HIGH,
+    "GPU ECC errors or pending row remaps",
+    fix="Pending remap: reset the GPU when idle. Remap failure or retired-page exhaustion: drain and RMA.",
+    risk="Reset interrupts jobs on that GPU.",
+    commands=("node",),
+)
 
 CORRECTED_VOLATILE_WARN = 1000
 """Corrected errors since the driver loaded above which a low-severity finding is raised."""
@@ -45,7 +53,7 @@ def _problems(device: GpuDevice, options: NodeOptions) -> tuple[Severity, list[s
     if device.remapped_rows_failure:
         problems.append((Severity.CRITICAL, "row remapping failed (no spare rows left)"))
     retired = (device.retired_pages_single_bit or 0) + (device.retired_pages_double_bit or 0)
-    if retired >= options.threshold(CODE, "RETIRED_PAGES_LIMIT", RETIRED_PAGES_LIMIT):
+    if retired >= options.threshold(RULE.code, "RETIRED_PAGES_LIMIT", RETIRED_PAGES_LIMIT):
         problems.append((Severity.CRITICAL, f"{retired} retired pages"))
     if device.remapped_rows_pending:
         problems.append((Severity.HIGH, "a row remap is pending (needs a GPU reset)"))
@@ -55,7 +63,7 @@ def _problems(device: GpuDevice, options: NodeOptions) -> tuple[Severity, list[s
         problems.append((Severity.HIGH, f"{ecc.volatile_uncorrected} uncorrectable ECC errors since driver load"))
     elif ecc.aggregate_uncorrected:
         problems.append((Severity.MEDIUM, f"{ecc.aggregate_uncorrected} uncorrectable ECC errors (lifetime)"))
-    if (ecc.volatile_corrected or 0) > options.threshold(CODE, "CORRECTED_VOLATILE_WARN", CORRECTED_VOLATILE_WARN):
+    if (ecc.volatile_corrected or 0) > options.threshold(RULE.code, "CORRECTED_VOLATILE_WARN", CORRECTED_VOLATILE_WARN):
         problems.append((Severity.LOW, f"{ecc.volatile_corrected} corrected ECC errors since driver load"))
     if not problems:
         return None
@@ -63,6 +71,7 @@ def _problems(device: GpuDevice, options: NodeOptions) -> tuple[Severity, list[s
     return worst, [text for _, text in problems]
 
 
+@RULE.check(NodeEvidence, NodeOptions)
 def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
     """One finding per GPU with ECC trouble."""
     findings = []
@@ -73,9 +82,8 @@ def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
         severity, problems = found
         ecc = device.ecc
         findings.append(
-            make_finding(
-                CODE,
-                f"{device.label}: " + "; ".join(problems),
+            RULE.finding(
+            f"{device.label}: " + "; ".join(problems),
                 {
                     "gpu": device.index,
                     "name": device.name,

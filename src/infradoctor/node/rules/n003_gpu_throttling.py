@@ -27,12 +27,20 @@ Fix:
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding, Severity, make_finding
+from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.node.evidence import GpuDevice, NodeEvidence
 from infradoctor.node.gpu.base import BENIGN_REASON_MASK, active_reasons
 from infradoctor.node.rules._common import NodeOptions, gpu_location
 
-CODE = "N003"
+RULE = Rule(
+    "N003",
+    "gpu-throttling",
+    Severity.MEDIUM,
+    "GPU clocks are throttled",
+    fix="Thermal: check cooling and airflow; power: check power cap and PSU; HW slowdown: inspect the board.",
+    risk="None.",
+    commands=("node",),
+)
 
 SEVERE_REASONS = frozenset({"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"})
 """Reasons that mean a fault (heat, power delivery, hardware) rather than normal power management."""
@@ -42,6 +50,7 @@ WATCH_THROTTLED_SHARE = 0.1
 """Share of ``--watch`` samples with a non-benign reason active at which a GPU counts as throttled."""
 
 
+@RULE.check(NodeEvidence, NodeOptions)
 def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
     """One finding per GPU with a non-benign clock event reason active."""
     findings = []
@@ -60,7 +69,7 @@ def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
         if SEVERE_REASONS & set(names):
             severity = Severity.HIGH
         elif clock_fraction is not None and clock_fraction < options.threshold(
-            CODE, "POWER_CAP_CLOCK_FRACTION", POWER_CAP_CLOCK_FRACTION
+            RULE.code, "POWER_CAP_CLOCK_FRACTION", POWER_CAP_CLOCK_FRACTION
         ):
             severity = Severity.MEDIUM
         else:
@@ -70,9 +79,8 @@ def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
         )
         temp_text = f", {device.temperature_c:.0f} C" if device.temperature_c is not None else ""
         findings.append(
-            make_finding(
-                CODE,
-                f"{device.label} throttled: {', '.join(names)}{clock_text}{temp_text}",
+            RULE.finding(
+            f"{device.label} throttled: {', '.join(names)}{clock_text}{temp_text}",
                 {
                     "gpu": device.index,
                     "name": device.name,
@@ -102,13 +110,12 @@ def _throttled_during_watch(evidence: NodeEvidence, device: GpuDevice, options: 
     if summary is None or summary.count == 0:
         return []
     share = summary.mean
-    if share < options.threshold(CODE, "WATCH_THROTTLED_SHARE", WATCH_THROTTLED_SHARE):
+    if share < options.threshold(RULE.code, "WATCH_THROTTLED_SHARE", WATCH_THROTTLED_SHARE):
         return []
     clocks = evidence.watch.metrics.get(f"gpu{device.index}_sm_clock_mhz")
     temps = evidence.watch.metrics.get(f"gpu{device.index}_temp_c")
     return [
-        make_finding(
-            CODE,
+        RULE.finding(
             f"{device.label} throttled in {100 * share:.0f}% of {summary.count} samples during the watch",
             {
                 "gpu": device.index,

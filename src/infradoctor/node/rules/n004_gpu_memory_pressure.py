@@ -20,11 +20,19 @@ Fix:
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding, Severity, make_finding
+from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.node.evidence import NodeEvidence
 from infradoctor.node.rules._common import NodeOptions, gib, gpu_location, pct
 
-CODE = "N004"
+RULE = Rule(
+    "N004",
+    "gpu-memory-pressure",
+    Severity.MEDIUM,
+    "GPU memory is nearly full",
+    fix="Reduce batch size or activation memory (checkpointing, reduced precision), or free other processes.",
+    risk="Smaller batches lower throughput.",
+    commands=("node",),
+)
 
 USED_FRACTION = 0.95
 """Share of GPU memory in use above which the GPU counts as under memory pressure."""
@@ -32,9 +40,10 @@ CRITICAL_FRACTION = 0.99
 """Share above which severity is high."""
 
 
+@RULE.check(NodeEvidence, NodeOptions)
 def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
     """One finding per GPU above the threshold."""
-    limit = options.threshold(CODE, "USED_FRACTION", USED_FRACTION)
+    limit = options.threshold(RULE.code, "USED_FRACTION", USED_FRACTION)
     findings = []
     for device in evidence.gpu.devices:
         fraction = device.memory_used_fraction
@@ -42,9 +51,8 @@ def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
             continue
         procs = sorted(device.processes, key=lambda p: -(p.used_memory_bytes or 0))
         findings.append(
-            make_finding(
-                CODE,
-                f"{device.label} memory {pct(fraction)}% used "
+            RULE.finding(
+            f"{device.label} memory {pct(fraction)}% used "
                 f"({gib(device.memory_used_bytes)} of {gib(device.memory_total_bytes)} GiB)",
                 {
                     "gpu": device.index,

@@ -19,19 +19,28 @@ Fix:
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding, make_finding
+from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.node.evidence import NodeEvidence
 from infradoctor.node.rules._common import NodeOptions, gib, gpu_location
 
-CODE = "N005"
+RULE = Rule(
+    "N005",
+    "gpu-contention",
+    Severity.MEDIUM,
+    "Several processes share a GPU",
+    fix="Give each job its own GPU (CUDA_VISIBLE_DEVICES) or use MIG/MPS deliberately.",
+    risk="Fewer jobs per node.",
+    commands=("node",),
+)
 
 MAX_PROCESSES = 1
 """Distinct compute processes per GPU above which the GPU counts as shared."""
 
 
+@RULE.check(NodeEvidence, NodeOptions)
 def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
     """One finding per shared GPU."""
-    limit = options.threshold(CODE, "MAX_PROCESSES", MAX_PROCESSES)
+    limit = options.threshold(RULE.code, "MAX_PROCESSES", MAX_PROCESSES)
     findings = []
     for device in evidence.gpu.devices:
         if device.mig_enabled:
@@ -41,9 +50,8 @@ def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
             continue
         procs = sorted(compute.values(), key=lambda p: -(p.used_memory_bytes or 0))
         findings.append(
-            make_finding(
-                CODE,
-                f"{device.label} is shared by {len(compute)} processes: "
+            RULE.finding(
+            f"{device.label} is shared by {len(compute)} processes: "
                 + ", ".join(f"{p.name or '?'}[{p.pid}]" for p in procs[:4]),
                 {
                     "gpu": device.index,

@@ -4,28 +4,51 @@ What it detects:
     Memory available to new work below :data:`AVAILABLE_FRACTION` of RAM, or swap more than
     :data:`SWAP_USED_FRACTION` used (and at least :data:`SWAP_MIN_BYTES`).
 
+    From logs (`infradoctor logs`): Kernel lines "Out of memory: Killed process ...", "... invoked oom-killer",
+    "oom-kill:...", "Memory cgroup out of memory".
+
 Why it matters:
     With little available memory the kernel drops page cache (data loading slows), swaps (everything slows), or the
     OOM killer ends a process: often a DataLoader worker or the training job itself. Heavy swap use means working
     memory already lives on disk.
+
+    From logs (`infradoctor logs`): A model server, tokenizer worker or data loader killed by the kernel dies
+    without a Python traceback; the router then reports resets or no healthy upstream, and the real cause is only in
+    the kernel log.
 
 How it is measured:
     psutil ``virtual_memory().available`` (the kernel's MemAvailable estimate) against total, and
     ``swap_memory()`` used against total. The largest processes by resident memory are listed as evidence.
     Severity ``high`` by default, ``critical`` below :data:`CRITICAL_AVAILABLE_FRACTION` available.
 
+    From logs (`infradoctor logs`): Signature catalog matches in kernel (or any) logs merged into incidents per
+    source and time window.
+
 Fix:
     Find the largest processes (evidence). Reduce DataLoader workers or per-worker caching, load datasets with
     memory mapping, shrink pinned-memory buffers, or move work to a node with more RAM.
+
+    From logs (`infradoctor logs`): Lower worker counts or data cached in RAM, set container memory limits that
+    match what the process needs, add RAM or move work to another node; check for host memory growth.
 """
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding, Severity, make_finding
+from infradoctor.findings import Finding, Rule, Severity
+from infradoctor.logs.evidence import LogsEvidence
+from infradoctor.logs.incidents import LogsRuleOptions, signature_findings
 from infradoctor.node.evidence import NodeEvidence
 from infradoctor.node.rules._common import MIB, NodeOptions, gib, pct
 
-CODE = "N006"
+RULE = Rule(
+    "N006",
+    "host-memory-pressure",
+    Severity.HIGH,
+    "Host memory is nearly exhausted or swapping",
+    fix="Reduce worker count or dataset caching; add RAM or move work to another node.",
+    risk="Fewer workers lower throughput.",
+    commands=("node", "logs"),
+)
 
 AVAILABLE_FRACTION = 0.10
 """Available / total RAM below which memory counts as nearly exhausted."""
@@ -37,14 +60,15 @@ SWAP_MIN_BYTES = 256 * MIB
 """Swap use below this never counts as heavy."""
 
 
+@RULE.check(NodeEvidence, NodeOptions)
 def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
     """At most one finding for the host."""
     if evidence.host is None:
         return []
     mem = evidence.host.memory
-    low_memory = mem.available_fraction < options.threshold(CODE, "AVAILABLE_FRACTION", AVAILABLE_FRACTION)
+    low_memory = mem.available_fraction < options.threshold(RULE.code, "AVAILABLE_FRACTION", AVAILABLE_FRACTION)
     heavy_swap = (
-        mem.swap_used_fraction > options.threshold(CODE, "SWAP_USED_FRACTION", SWAP_USED_FRACTION)
+        mem.swap_used_fraction > options.threshold(RULE.code, "SWAP_USED_FRACTION", SWAP_USED_FRACTION)
         and mem.swap_used_bytes >= SWAP_MIN_BYTES
     )
     if not (low_memory or heavy_swap):
@@ -56,8 +80,7 @@ def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
         parts.append(f"swap {pct(mem.swap_used_fraction)}% used ({gib(mem.swap_used_bytes)} GiB)")
     severity = Severity.CRITICAL if mem.available_fraction < CRITICAL_AVAILABLE_FRACTION else None
     return [
-        make_finding(
-            CODE,
+        RULE.finding(
             "Host memory pressure: " + "; ".join(parts),
             {
                 "available_fraction": round(mem.available_fraction, 4),
@@ -72,3 +95,9 @@ def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
             severity=severity,
         )
     ]
+
+
+@RULE.check(LogsEvidence, LogsRuleOptions)
+def check_logs(evidence: LogsEvidence, options: LogsRuleOptions) -> list[Finding]:
+    """One finding with every OOM-killer incident."""
+    return signature_findings(evidence, RULE, ("host_oom_kill",), "Kernel OOM killer")

@@ -22,11 +22,19 @@ Fix:
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding, Severity, make_finding
+from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.node.evidence import NodeEvidence
 from infradoctor.node.rules._common import NodeOptions
 
-CODE = "N007"
+RULE = Rule(
+    "N007",
+    "cpu-saturated",
+    Severity.MEDIUM,
+    "CPU is saturated",
+    fix="Find the busy processes; reduce threads (OMP_NUM_THREADS, torch.set_num_threads) or move work.",
+    risk="None.",
+    commands=("node",),
+)
 
 BUSY_PCT = 95.0
 """CPU utilisation (percent of all cores) at or above which the CPU counts as saturated."""
@@ -34,6 +42,7 @@ LOAD_PER_CORE = 2.0
 """1-minute load average per usable core at or above which the run queue counts as saturated."""
 
 
+@RULE.check(NodeEvidence, NodeOptions)
 def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
     """At most one finding for the host."""
     host = evidence.host
@@ -45,10 +54,10 @@ def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
     watched = evidence.watch.metrics.get("cpu_util_pct") if evidence.watch is not None else None
     if watched is not None and watched.count >= 3:
         utilization, source = watched.mean, "watch mean"
-    busy = utilization is not None and utilization >= options.threshold(CODE, "BUSY_PCT", BUSY_PCT)
+    busy = utilization is not None and utilization >= options.threshold(RULE.code, "BUSY_PCT", BUSY_PCT)
     cores = max(1, cpu.usable_cores)
     load_per_core = cpu.load_1m / cores if cpu.load_1m is not None else None
-    loaded = load_per_core is not None and load_per_core >= options.threshold(CODE, "LOAD_PER_CORE", LOAD_PER_CORE)
+    loaded = load_per_core is not None and load_per_core >= options.threshold(RULE.code, "LOAD_PER_CORE", LOAD_PER_CORE)
     if not (busy or loaded):
         return []
     parts = []
@@ -57,8 +66,7 @@ def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
     if loaded:
         parts.append(f"load {cpu.load_1m:.1f} on {cores} cores")
     return [
-        make_finding(
-            CODE,
+        RULE.finding(
             "CPU saturated: " + ", ".join(parts),
             {
                 "utilization_pct": utilization,

@@ -22,11 +22,19 @@ Fix:
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding, Location, Severity, make_finding
+from infradoctor.findings import Finding, Location, Rule, Severity
 from infradoctor.node.evidence import NodeEvidence
 from infradoctor.node.rules._common import GIB, NodeOptions, gib, pct
 
-CODE = "N008"
+RULE = Rule(
+    "N008",
+    "disk-full",
+    Severity.HIGH,
+    "A disk in use is nearly full",
+    fix="Free space (old checkpoints, logs, caches) or grow the volume.",
+    risk="Deleting checkpoints loses restart points.",
+    commands=("node",),
+)
 
 USED_FRACTION = 0.90
 """Used share above which a filesystem counts as nearly full."""
@@ -40,13 +48,14 @@ INODES_USED_FRACTION = 0.90
 """Inodes used share above which a filesystem counts as nearly full."""
 
 
+@RULE.check(NodeEvidence, NodeOptions)
 def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
     """One finding per nearly full filesystem."""
     if evidence.host is None:
         return []
-    used_limit = options.threshold(CODE, "USED_FRACTION", USED_FRACTION)
-    min_free = options.threshold(CODE, "MIN_FREE_BYTES", MIN_FREE_BYTES)
-    inode_limit = options.threshold(CODE, "INODES_USED_FRACTION", INODES_USED_FRACTION)
+    used_limit = options.threshold(RULE.code, "USED_FRACTION", USED_FRACTION)
+    min_free = options.threshold(RULE.code, "MIN_FREE_BYTES", MIN_FREE_BYTES)
+    inode_limit = options.threshold(RULE.code, "INODES_USED_FRACTION", INODES_USED_FRACTION)
     findings = []
     for disk in evidence.host.disks:
         reasons = []
@@ -61,9 +70,8 @@ def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
             continue
         severity = Severity.CRITICAL if disk.used_fraction >= CRITICAL_FRACTION else None
         findings.append(
-            make_finding(
-                CODE,
-                f"{disk.mountpoint} nearly full: " + ", ".join(reasons),
+            RULE.finding(
+            f"{disk.mountpoint} nearly full: " + ", ".join(reasons),
                 {
                     "mountpoint": disk.mountpoint,
                     "device": disk.device,

@@ -5,11 +5,17 @@ What it detects:
     ephemeral range in use reaching :data:`EPHEMERAL_FRACTION` of it, this process's open file descriptors reaching
     :data:`FD_FRACTION` of its soft limit, or system-wide file handles reaching :data:`FD_FRACTION` of the maximum.
 
+    From logs (`infradoctor logs`): "Cannot assign requested address" (EADDRNOTAVAIL: no free ephemeral port) and
+    "Too many open files" (EMFILE).
+
 Why it matters:
     A client that opens a new connection per request leaves one TIME_WAIT socket behind each (for about 60 s);
     once the ephemeral ports for a destination are used up, ``connect()`` fails with ``EADDRNOTAVAIL`` ("Cannot
     assign requested address") and the service reports errors that have nothing to do with the model. Running out
     of file descriptors fails ``accept()``, ``open()`` and ``socket()`` with ``EMFILE``.
+
+    From logs (`infradoctor logs`): New connections fail although the peer is healthy. Typically a client or router
+    opens a new connection per request, leaving tens of thousands of sockets in TIME_WAIT.
 
 How it is measured:
     psutil ``net_connections("tcp")`` counted by state, local ports inside
@@ -17,19 +23,34 @@ How it is measured:
     against ``file-max``. TIME_WAIT is compared to the whole range (ports are per destination, so this is the
     conservative case of one busy destination). Severity ``high`` at :data:`HIGH_FRACTION` of a limit.
 
+    From logs (`infradoctor logs`): Signature catalog matches merged into incidents per subject and time window.
+
 Fix:
     Reuse connections: keep-alive connection pools in clients (one ``httpx.Client``/``aiohttp.ClientSession`` per
     process, not per request) and upstream keep-alive in routers. Widen ``net.ipv4.ip_local_port_range``; raise the
     fd limit (``ulimit -n``, systemd ``LimitNOFILE``).
+
+    From logs (`infradoctor logs`): Reuse connections (keep-alive pools to upstreams), widen
+    net.ipv4.ip_local_port_range, raise the fd limit.
 """
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding, Severity, make_finding
+from infradoctor.findings import Finding, Rule, Severity
+from infradoctor.logs.evidence import LogsEvidence
+from infradoctor.logs.incidents import LogsRuleOptions, signature_findings
 from infradoctor.node.evidence import NodeEvidence
 from infradoctor.node.rules._common import NodeOptions
 
-CODE = "N009"
+RULE = Rule(
+    "N009",
+    "socket-exhaustion",
+    Severity.MEDIUM,
+    "Sockets or ephemeral ports near exhaustion",
+    fix="Reuse connections (keep-alive pools); widen net.ipv4.ip_local_port_range; raise the fd limit.",
+    risk="Wider port ranges can collide with listening services.",
+    commands=("node", "logs"),
+)
 
 TIME_WAIT_FRACTION = 0.5
 """TIME_WAIT sockets / ephemeral range size at which ports count as near exhaustion."""
@@ -41,6 +62,7 @@ HIGH_FRACTION = 0.9
 """Share of any limit at which severity is high."""
 
 
+@RULE.check(NodeEvidence, NodeOptions)
 def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
     """At most one finding for the host, listing every limit that is close."""
     host = evidence.host
@@ -52,15 +74,15 @@ def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
     size = sockets.ephemeral_range_size if sockets is not None else None
     if sockets is not None and size:
         tw = sockets.time_wait / size
-        if tw >= options.threshold(CODE, "TIME_WAIT_FRACTION", TIME_WAIT_FRACTION):
+        if tw >= options.threshold(RULE.code, "TIME_WAIT_FRACTION", TIME_WAIT_FRACTION):
             ratios["time_wait_per_ephemeral_port"] = tw
             parts.append(f"{sockets.time_wait} sockets in TIME_WAIT for {size} ephemeral ports")
         used = sockets.ephemeral_ports_in_use / size
-        if used >= options.threshold(CODE, "EPHEMERAL_FRACTION", EPHEMERAL_FRACTION):
+        if used >= options.threshold(RULE.code, "EPHEMERAL_FRACTION", EPHEMERAL_FRACTION):
             ratios["ephemeral_ports_used_fraction"] = used
             parts.append(f"{sockets.ephemeral_ports_in_use} of {size} ephemeral ports in use")
     fds = host.fds
-    fd_limit = options.threshold(CODE, "FD_FRACTION", FD_FRACTION)
+    fd_limit = options.threshold(RULE.code, "FD_FRACTION", FD_FRACTION)
     if fds.process_open is not None and fds.process_soft_limit:
         share = fds.process_open / fds.process_soft_limit
         if share >= fd_limit:
@@ -85,4 +107,11 @@ def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
             "system_file_max": fds.system_max,
         }
     )
-    return [make_finding(CODE, "Near exhaustion: " + "; ".join(parts), evidence_out, severity=severity)]
+    return [RULE.finding(
+            "Near exhaustion: " + "; ".join(parts), evidence_out, severity=severity)]
+
+
+@RULE.check(LogsEvidence, LogsRuleOptions)
+def check_logs(evidence: LogsEvidence, options: LogsRuleOptions) -> list[Finding]:
+    """One finding with every socket-exhaustion incident."""
+    return signature_findings(evidence, RULE, ("socket_exhaustion",), "Socket or port exhaustion")

@@ -25,19 +25,28 @@ Fix:
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding, Severity, make_finding
+from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.node.evidence import NodeEvidence
 from infradoctor.node.rules._common import NodeOptions, gpu_location
 
-CODE = "N010"
+RULE = Rule(
+    "N010",
+    "pcie-degraded",
+    Severity.MEDIUM,
+    "GPU PCIe link runs below its maximum",
+    fix="Reseat the card or riser, check BIOS slot settings; an idle GPU may downshift generation (check under load).",
+    risk="Reseating needs the node drained.",
+    commands=("node",),
+)
 
 BUSY_UTIL_PCT = 30.0
 """GPU utilisation at or above which a generation below the maximum counts (idle GPUs downshift by design)."""
 
 
+@RULE.check(NodeEvidence, NodeOptions)
 def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
     """One finding per GPU with a degraded link."""
-    busy_limit = options.threshold(CODE, "BUSY_UTIL_PCT", BUSY_UTIL_PCT)
+    busy_limit = options.threshold(RULE.code, "BUSY_UTIL_PCT", BUSY_UTIL_PCT)
     findings = []
     for device in evidence.gpu.devices:
         width_low = (
@@ -63,9 +72,8 @@ def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
         elif device.pcie_gen_current is not None and device.pcie_gen_max is not None:
             parts.append(f"gen {device.pcie_gen_current}/{device.pcie_gen_max}")
         findings.append(
-            make_finding(
-                CODE,
-                f"{device.label} PCIe link degraded: " + ", ".join(parts),
+            RULE.finding(
+            f"{device.label} PCIe link degraded: " + ", ".join(parts),
                 {
                     "gpu": device.index,
                     "name": device.name,

@@ -22,18 +22,26 @@ Fix:
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding, Location, make_finding
+from infradoctor.findings import Finding, Location, Rule, Severity
 from infradoctor.node.evidence import NodeEvidence
 from infradoctor.node.rules._common import NodeOptions
 
-CODE = "N012"
+RULE = Rule(
+    "N012",
+    "gpu-not-visible",
+    Severity.HIGH,
+    "A GPU is expected but not visible",
+    fix="Check the driver (nvidia-smi), CUDA_VISIBLE_DEVICES, container runtime device mounts.",
+    risk="None.",
+    commands=("node",),
+)
 
 
+@RULE.check(NodeEvidence, NodeOptions)
 def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
     """One finding when a GPU is expected and none is visible, and one per GPU the driver cannot open."""
     findings = [
-        make_finding(
-            CODE,
+        RULE.finding(
             f"GPU {d.index} is counted by the driver but cannot be opened: {d.unavailable['device']}",
             {"gpu": d.index, "reason": d.unavailable["device"], "backend": evidence.gpu.backend},
             location=Location(file=f"GPU {d.index}"),
@@ -47,8 +55,7 @@ def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
     why_not = evidence.gpu.source if not evidence.gpu.available else "the driver lists no GPUs"
     return [
         *findings,
-        make_finding(
-            CODE,
+        RULE.finding(
             f"GPU expected ({'; '.join(reasons)}) but none visible: {why_not}",
             {
                 "expected_because": list(reasons),

@@ -22,17 +22,29 @@ Fix:
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding, Severity, make_finding
+from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.profile.analyze import ProfileAnalysis
 from infradoctor.profile.rules._common import RuleOptions, location, pct
 
-CODE = "P001"
+RULE = Rule(
+    "P001",
+    "data-starvation",
+    Severity.HIGH,
+    "Compute waits for data",
+    fix=(
+        "Raise DataLoader num_workers (try 4, then 8), enable pin_memory and persistent_workers, move heavy per-item "
+        "work out of __getitem__ or cache it."
+    ),
+    risk="More workers use more host RAM and CPU; persistent workers keep that memory between epochs.",
+    commands=("profile",),
+)
 DATA_WAIT_FRACTION = 0.30
 """Share of steady step time waiting for data at which the rule fires."""
 HIGH_FRACTION = 0.50
 """From this share on the finding is high severity."""
 
 
+@RULE.check(ProfileAnalysis, RuleOptions)
 def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     """Data wait share of steady steps."""
     ev = analysis.evidence
@@ -71,8 +83,7 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
         "dataset": loader.dataset,
     }
     return [
-        make_finding(
-            CODE,
+        RULE.finding(
             f"The loop waits for data {pct(fraction)} of each step ({wait_ms:.1f} ms of "
             f"{analysis.steady_time_s * 1000 / len(analysis.steady):.1f} ms)",
             evidence,

@@ -21,17 +21,26 @@ Fix:
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding, make_finding
+from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.profile.analyze import ProfileAnalysis
 from infradoctor.profile.rules._common import RuleOptions, module_location, pct, share, where
 
-CODE = "P002"
+RULE = Rule(
+    "P002",
+    "unbatched-inference",
+    Severity.HIGH,
+    "Inference runs one sample at a time",
+    fix="Stack samples into batches (torch.stack / DataLoader batch_size) and call the model once per batch.",
+    risk="A larger batch raises per-request latency and peak memory.",
+    commands=("profile",),
+)
 MIN_CALLS = 20
 """Calls of one model needed before judging."""
 BATCH1_SHARE = 0.8
 """Share of calls with batch size 1 at which the rule fires."""
 
 
+@RULE.check(ProfileAnalysis, RuleOptions)
 def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     """Batch-1 inference calls of a model."""
     ev = analysis.evidence
@@ -48,9 +57,8 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
         impact = share(module.time_s, analysis.run_time_s)
         loc = module_location(module, options)
         findings.append(
-            make_finding(
-                CODE,
-                f"{module.cls} is called {module.calls} times with batch size 1 ({pct(impact)} of run time)",
+            RULE.finding(
+            f"{module.cls} is called {module.calls} times with batch size 1 ({pct(impact)} of run time)",
                 {
                     "calls": module.calls,
                     "batch1_calls": batch1,

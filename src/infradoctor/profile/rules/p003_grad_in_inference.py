@@ -21,17 +21,26 @@ Fix:
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding, make_finding
+from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.profile.analyze import ProfileAnalysis
 from infradoctor.profile.rules._common import RuleOptions, module_location, pct, share, where
 
-CODE = "P003"
+RULE = Rule(
+    "P003",
+    "grad-in-inference",
+    Severity.MEDIUM,
+    "Autograd is on during inference",
+    fix="Wrap inference in torch.inference_mode() (or torch.no_grad()).",
+    risk="Tensors made under inference_mode cannot be used later in autograd.",
+    commands=("profile",),
+)
 MIN_UNUSED = 10
 """Unused grad-mode calls needed."""
 UNUSED_SHARE = 0.5
 """Share of grad-mode calls that must be unused."""
 
 
+@RULE.check(ProfileAnalysis, RuleOptions)
 def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     """Grad-mode calls without backward."""
     findings = []
@@ -44,9 +53,8 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
         impact = share(module.time_s * module.unused_grad_calls / max(1, module.calls), analysis.run_time_s)
         loc = module_location(module, options)
         findings.append(
-            make_finding(
-                CODE,
-                f"{module.cls} ran {module.unused_grad_calls} of {module.calls} calls with autograd on and no "
+            RULE.finding(
+            f"{module.cls} ran {module.unused_grad_calls} of {module.calls} calls with autograd on and no "
                 f"backward ({pct(impact)} of run time)",
                 {
                     "unused_grad_calls": module.unused_grad_calls,

@@ -18,15 +18,24 @@ Fix:
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding, make_finding
+from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.profile.analyze import ProfileAnalysis
 from infradoctor.profile.rules._common import RuleOptions, module_location, share, where
 
-CODE = "P004"
+RULE = Rule(
+    "P004",
+    "train-mode-inference",
+    Severity.MEDIUM,
+    "Model is in train() mode during inference",
+    fix="Call model.eval() before inference (dropout and batch-norm behave differently in train mode).",
+    risk="None for inference; remember model.train() before resuming training.",
+    commands=("profile",),
+)
 MIN_CALLS = 10
 """Inference calls in train mode needed."""
 
 
+@RULE.check(ProfileAnalysis, RuleOptions)
 def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     """Inference in train mode on models whose output depends on the mode."""
     findings = []
@@ -38,9 +47,8 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
             continue
         loc = module_location(module, options)
         findings.append(
-            make_finding(
-                CODE,
-                f"{module.cls} ran {inference_calls} inference calls in train() mode with "
+            RULE.finding(
+            f"{module.cls} ran {inference_calls} inference calls in train() mode with "
                 f"{', '.join(module.mode_layers)} layers",
                 {
                     "train_mode_inference_calls": inference_calls,

@@ -25,11 +25,19 @@ Fix:
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding, Severity, make_finding
+from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.profile.analyze import ProfileAnalysis
 from infradoctor.profile.rules._common import RuleOptions, location, pct, share, work_units
 
-CODE = "P005"
+RULE = Rule(
+    "P005",
+    "host-sync-in-loop",
+    Severity.MEDIUM,
+    "Host-device syncs inside the hot loop",
+    fix="Keep values on the device inside the loop; call .item()/.cpu()/.tolist() once after it, or log every N steps.",
+    risk="Less frequent logging shows progress later.",
+    commands=("profile",),
+)
 CALLS_PER_STEP = 8
 """Host reads per step at one site at which the rule fires."""
 GPU_SYNC_FRACTION = 0.10
@@ -42,6 +50,7 @@ SYNC_KINDS = ("item", "tolist", "cpu", "numpy", "float", "int", "bool")
 """Methods that read values (``iter`` is P012, printing is not judged)."""
 
 
+@RULE.check(ProfileAnalysis, RuleOptions)
 def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     """Sites reading tensor values many times per step."""
     ev = analysis.evidence
@@ -61,8 +70,7 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     per_step = site.calls / steps
     loc = location(site.file, site.line, options, site.function)
     return [
-        make_finding(
-            CODE,
+        RULE.finding(
             f".{site.kind}() is called {per_step:.0f} times per {unit} at one line; the loop around it takes "
             f"{pct(impact)} of run time",
             {

@@ -22,17 +22,26 @@ Fix:
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding, make_finding
+from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.profile.analyze import ProfileAnalysis
 from infradoctor.profile.rules._common import RuleOptions, location, pct, share
 
-CODE = "P006"
+RULE = Rule(
+    "P006",
+    "model-reloaded",
+    Severity.HIGH,
+    "Model is built or loaded repeatedly",
+    fix="Load the model once at start-up (module level or a startup hook) and reuse it.",
+    risk="Start-up takes longer and the process holds the model's memory for its lifetime.",
+    commands=("profile",),
+)
 MIN_REPEATS = 3
 """Loads (or constructions) at one site needed."""
 MIN_PARAMS = 1000
 """Constructions count only for modules with at least this many parameters (a model, not a loss)."""
 
 
+@RULE.check(ProfileAnalysis, RuleOptions)
 def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     """Repeated loads or model constructions at one site."""
     ev = analysis.evidence
@@ -59,8 +68,7 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
         "steps": len(analysis.steps),
     }
     return [
-        make_finding(
-            CODE,
+        RULE.finding(
             title,
             evidence,
             fix=f"Move the model construction and weight loading at {loc} out of the loop/handler: load once at "

@@ -30,11 +30,19 @@ Fix:
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding, make_finding
+from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.profile.analyze import ProfileAnalysis, memory_trend, warmup_count
 from infradoctor.profile.rules._common import RuleOptions, location, module_location
 
-CODE = "P007"
+RULE = Rule(
+    "P007",
+    "memory-growth",
+    Severity.HIGH,
+    "Memory grows every step",
+    fix="Store .detach().cpu() or .item() of outputs/losses instead of tensors that keep their graph.",
+    risk="Detached values can no longer be backpropagated through.",
+    commands=("profile",),
+)
 MIN_SLOPE_BYTES = 32 * 1024
 """Growth per step at which the rule fires."""
 MIN_GROWTH_BYTES = 8 * 1024 * 1024
@@ -59,6 +67,7 @@ def process_size(analysis: ProfileAnalysis) -> int | None:
     return first or analysis.evidence.memory.get("first_rss") or None
 
 
+@RULE.check(ProfileAnalysis, RuleOptions)
 def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     """Steady memory growth and the site that keeps its tensors."""
     trend = analysis.memory
@@ -107,8 +116,7 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     else:
         site = "no single call site was identified"
     return [
-        make_finding(
-            CODE,
+        RULE.finding(
             f"Memory grows {trend.slope_bytes_per_step / 1024:.0f} KB per step "
             f"({trend.growth_bytes / 1e6:.1f} MB over {len(analysis.steady)} steps); {site}",
             evidence,

@@ -19,11 +19,19 @@ from __future__ import annotations
 
 import statistics
 
-from infradoctor.findings import Finding, make_finding
+from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.profile.analyze import ProfileAnalysis
 from infradoctor.profile.rules._common import RuleOptions, share
 
-CODE = "P008"
+RULE = Rule(
+    "P008",
+    "cold-start",
+    Severity.LOW,
+    "First steps are much slower than steady state",
+    fix="Warm up before measuring or serving: run a few dummy batches at start-up.",
+    risk="Warm-up adds start-up time.",
+    commands=("profile",),
+)
 MIN_RATIO = 5.0
 """First step / steady median."""
 MIN_EXCESS_S = 0.05
@@ -32,6 +40,7 @@ MIN_EXCESS_SHARE = 0.05
 """Excess as a share of all steps' time."""
 
 
+@RULE.check(ProfileAnalysis, RuleOptions)
 def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     """Slow first step."""
     if len(analysis.steady) < options.min_steps or not analysis.steps:
@@ -45,8 +54,7 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     if impact < MIN_EXCESS_SHARE:
         return []
     return [
-        make_finding(
-            CODE,
+        RULE.finding(
             f"The first step takes {first_s * 1000:.0f} ms, {first_s / median_s:.0f}x the steady "
             f"{median_s * 1000:.1f} ms",
             {"first_step_ms": round(first_s * 1000, 2), "steady_median_ms": round(median_s * 1000, 3),

@@ -22,17 +22,26 @@ Fix:
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding, make_finding
+from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.profile.analyze import ProfileAnalysis
 from infradoctor.profile.rules._common import RuleOptions, module_location, where
 
-CODE = "P009"
+RULE = Rule(
+    "P009",
+    "reduced-precision-available",
+    Severity.MEDIUM,
+    "fp32 matmuls where bf16/TF32 would do",
+    fix="Use torch.autocast(device_type, dtype=torch.bfloat16) or torch.backends.cuda.matmul.allow_tf32 = True.",
+    risk="Autocast and TF32 can change numerical results; validate accuracy.",
+    commands=("profile",),
+)
 AUTOCAST_SHARE = 0.5
 """Fires when fewer calls than this share ran under autocast."""
 MIN_CALLS = 10
 """Model calls needed."""
 
 
+@RULE.check(ProfileAnalysis, RuleOptions)
 def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     """fp32 compute where bf16/TF32 is available."""
     ev = analysis.evidence
@@ -51,8 +60,7 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     compute = round(analysis.fraction("forward") + analysis.fraction("backward"), 4)
     loc = module_location(main, options)
     return [
-        make_finding(
-            CODE,
+        RULE.finding(
             f"{main.cls} runs fp32 matmuls on {precision.get('device_name', 'a GPU')} that supports bf16/TF32 "
             f"(forward+backward {100 * compute:.0f}% of step time)",
             {"dtype": main.dtype, "autocast_calls": main.autocast_calls, "calls": main.calls,

@@ -19,17 +19,26 @@ Fix:
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding, make_finding
+from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.profile.analyze import ProfileAnalysis
 from infradoctor.profile.rules._common import RuleOptions, location, pct
 
-CODE = "P010"
+RULE = Rule(
+    "P010",
+    "pageable-h2d-copy",
+    Severity.MEDIUM,
+    "Host-to-device copies from pageable memory",
+    fix="Use DataLoader(pin_memory=True) and .to(device, non_blocking=True).",
+    risk="Pinned memory is locked host RAM; too much of it starves the OS.",
+    commands=("profile",),
+)
 MIN_COPIES = 10
 """Host-to-device copies needed."""
 PAGEABLE_SHARE = 0.5
 """Share of pageable copies at which the rule fires."""
 
 
+@RULE.check(ProfileAnalysis, RuleOptions)
 def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     """Pageable H2D copies."""
     h2d = analysis.evidence.h2d
@@ -47,8 +56,7 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
         copy_loc = location(file, int(line) if line.isdigit() else None, options)
     loc = copy_loc or loader_loc
     return [
-        make_finding(
-            CODE,
+        RULE.finding(
             f"{pageable} of {copies} host-to-device copies come from pageable memory "
             f"({int(h2d.get('pageable_bytes', 0)) / 1e6:.0f} MB; copies take {pct(fraction)} of step time)",
             {"copies": copies, "pageable_copies": pageable,

@@ -24,11 +24,19 @@ from __future__ import annotations
 
 import statistics
 
-from infradoctor.findings import Finding, make_finding
+from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.profile.analyze import ProfileAnalysis
 from infradoctor.profile.rules._common import RuleOptions, location, pct, share
 
-CODE = "P011"
+RULE = Rule(
+    "P011",
+    "dataloader-config",
+    Severity.LOW,
+    "DataLoader configuration leaves throughput on the table",
+    fix="Set num_workers > 0, persistent_workers=True and a prefetch_factor suited to item time.",
+    risk="More workers use more host RAM and CPU.",
+    commands=("profile",),
+)
 DATA_WAIT_FRACTION = 0.10
 """Data wait share at which ``num_workers=0`` is flagged."""
 RESTART_RATIO = 5.0
@@ -37,6 +45,7 @@ MIN_RESTART_S = 0.1
 """... and at least this long."""
 
 
+@RULE.check(ProfileAnalysis, RuleOptions)
 def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     """DataLoader settings against measured waits."""
     ev = analysis.evidence
@@ -67,8 +76,7 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     if not problems:
         return []
     return [
-        make_finding(
-            CODE,
+        RULE.finding(
             "DataLoader: " + "; ".join(problems),
             {"num_workers": workers, "pin_memory": loader.pin_memory,
              "persistent_workers": loader.persistent_workers, "prefetch_factor": loader.prefetch_factor,

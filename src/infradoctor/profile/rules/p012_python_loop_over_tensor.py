@@ -18,15 +18,24 @@ Fix:
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding, make_finding
+from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.profile.analyze import ProfileAnalysis
 from infradoctor.profile.rules._common import RuleOptions, location
 
-CODE = "P012"
+RULE = Rule(
+    "P012",
+    "python-loop-over-tensor",
+    Severity.MEDIUM,
+    "Python loop over tensor elements",
+    fix="Replace the element loop with a vectorised tensor operation.",
+    risk="Vectorised code may use more temporary memory.",
+    commands=("profile",),
+)
 ELEMENTS_PER_STEP = 64
 """Elements iterated per step at one site at which the rule fires."""
 
 
+@RULE.check(ProfileAnalysis, RuleOptions)
 def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     """Element-wise iteration over tensors."""
     steps = max(1, len(analysis.evidence.steps))
@@ -36,8 +45,7 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     site = max(hot, key=lambda s: s.elements)
     loc = location(site.file, site.line, options, site.function)
     return [
-        make_finding(
-            CODE,
+        RULE.finding(
             f"A Python loop iterates over {site.elements / steps:.0f} tensor elements per step",
             {"elements": site.elements, "elements_per_step": round(site.elements / steps, 1), "loops": site.calls},
             fix=f"At {loc}: replace the element loop with a vectorised tensor operation "

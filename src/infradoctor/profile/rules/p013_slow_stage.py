@@ -23,11 +23,19 @@ Fix:
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding, make_finding
+from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.profile.analyze import ProfileAnalysis
 from infradoctor.profile.rules._common import RuleOptions, pct
 
-CODE = "P013"
+RULE = Rule(
+    "P013",
+    "slow-stage",
+    Severity.MEDIUM,
+    "One stage dominates step time",
+    fix="Optimise or move the dominant stage off the critical path.",
+    risk="Depends on the stage.",
+    commands=("profile",),
+)
 STAGE_FRACTION = 0.30
 """Share of step time for H2D copies or host syncs."""
 OTHER_FRACTION = 0.50
@@ -40,6 +48,7 @@ _ADVICE = {
 }
 
 
+@RULE.check(ProfileAnalysis, RuleOptions)
 def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     """Dominant non-compute stage."""
     if len(analysis.steady) < options.min_steps or analysis.steady_time_s <= 0:
@@ -65,8 +74,7 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     per_step = stage_s * 1000 / len(analysis.steady)
     names = {"h2d": "host-to-device copies", "sync": "host syncs", "other": "Python outside the model"}
     return [
-        make_finding(
-            CODE,
+        RULE.finding(
             f"{names[stage].capitalize()} take {pct(value)} of each step ({per_step:.1f} ms)",
             {"stage": stage, "fraction": round(value, 4), "ms_per_step": round(per_step, 3),
              "forward_fraction": round(analysis.fraction("forward"), 4),

@@ -20,11 +20,19 @@ Fix:
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding, make_finding
+from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.profile.analyze import ProfileAnalysis
 from infradoctor.profile.rules._common import RuleOptions, pct
 
-CODE = "P014"
+RULE = Rule(
+    "P014",
+    "gpu-underutilized",
+    Severity.MEDIUM,
+    "GPU is idle much of the time",
+    fix="Feed the GPU faster: larger batches, more loader workers, CUDA graphs or torch.compile for launch-bound code.",
+    risk="Larger batches raise latency and memory.",
+    commands=("profile",),
+)
 UTIL_PERCENT = 50.0
 """Mean NVML utilisation below which the GPU counts as underused."""
 MIN_SAMPLES = 5
@@ -33,6 +41,7 @@ BUSY_FRACTION = 0.5
 """CUDA-event busy time over step time below which the GPU counts as idle."""
 
 
+@RULE.check(ProfileAnalysis, RuleOptions)
 def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     """GPU idle while steps run."""
     ev = analysis.evidence
@@ -48,8 +57,7 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
         return []
     idle = 1.0 - (util / 100.0 if low_util and util is not None else busy_fraction or 0.0)
     return [
-        make_finding(
-            CODE,
+        RULE.finding(
             f"The GPU is idle {pct(idle)} of the time while steps run",
             {"gpu_util_mean": round(util, 1) if util is not None else None, "samples": len(window),
              "gpu_busy_fraction": round(busy_fraction, 4) if busy_fraction is not None else None,

@@ -18,17 +18,26 @@ Fix:
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding, make_finding
+from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.profile.analyze import ProfileAnalysis
 from infradoctor.profile.rules._common import RuleOptions, module_location
 
-CODE = "P015"
+RULE = Rule(
+    "P015",
+    "small-batch",
+    Severity.LOW,
+    "Batch size is small for this model",
+    fix="Raise the batch size while latency and memory allow.",
+    risk="A larger batch raises per-request latency and peak memory; training may need a new learning rate.",
+    commands=("profile",),
+)
 MAX_SMALL_BATCH = 8
 """Median batch size at or below which batches count as small."""
 MIN_CALLS = 20
 """Model calls needed."""
 
 
+@RULE.check(ProfileAnalysis, RuleOptions)
 def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     """Small median batch of the model."""
     main = analysis.main
@@ -38,8 +47,7 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     if not 2 <= batch <= MAX_SMALL_BATCH:
         return []
     return [
-        make_finding(
-            CODE,
+        RULE.finding(
             f"{main.cls} runs on batches of {batch}",
             {"median_batch": batch, "calls": main.calls, "batch_sizes": dict(main.batch_sizes)},
             location=module_location(main, options),

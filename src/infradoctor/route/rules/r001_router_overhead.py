@@ -4,10 +4,18 @@ What it detects:
     Requests through the router are slower than the same requests sent straight to the backends, interleaved in
     time, by a margin that is both statistically significant and material: at the median, or at the tail (p99).
 
+    From logs (`infradoctor logs`): Time the router itself adds: nginx ``$request_time`` minus
+    ``$upstream_response_time``, Envoy ``%DURATION%`` minus ``x-envoy-upstream-service-time``, HAProxy ``Ta`` minus
+    ``Tr``.
+
 Why it matters:
     When routed latency is high, the backends are usually blamed and scaled. If the time is spent in the router
     (its CPU, connection setup per request, buffering, queueing for an upstream connection), more backends will
     not help.
+
+    From logs (`infradoctor logs`): When the router's share of the latency is large, scaling or tuning the backends
+    will not help: the router is short of CPU or workers, buffers the body, opens a new upstream connection per
+    request, or waits for a slow client.
 
 How it is measured:
     Router-added latency = routed quantile minus direct quantile (backends pooled), with a seeded 95% bootstrap
@@ -20,19 +28,37 @@ How it is measured:
     network hop through the router; run the probe from a host on the same
     network as the router and the backends (the TCP connect times in ``metrics.network`` show each hop's cost).
 
+    From logs (`infradoctor logs`): Per request with exactly one upstream attempt and both times logged, the
+    difference in whole ms into a histogram; the finding fires when its p99 is at least :data:`OVERHEAD_P99_MS` (100
+    ms) and at least :data:`OVERHEAD_SHARE` (20%) of the request p99 (at least ``min_requests`` such requests).
+
 Fix:
     Scale the router (more workers/replicas, CPU), enable upstream keep-alive and connection pooling (nginx
     ``keepalive`` in the upstream block with ``proxy_http_version 1.1``), check proxy buffering and any filters,
     rate limits or auth calls the router makes per request.
+
+    From logs (`infradoctor logs`): Give the router more CPU/workers, enable upstream keep-alive and connection
+    pooling, turn off request/response buffering for streaming endpoints; check whether slow clients (large uploads)
+    dominate the difference.
 """
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding, Severity, make_finding
+from infradoctor.findings import Finding, Rule, Severity
+from infradoctor.logs.evidence import LogsEvidence
+from infradoctor.logs.incidents import LogsRuleOptions
 from infradoctor.route.evidence import RouteEvidence
 from infradoctor.route.rules._common import RuleOptions
 
-CODE = "R001"
+RULE = Rule(
+    "R001",
+    "router-overhead",
+    Severity.HIGH,
+    "The router adds significant latency",
+    fix="Scale the router, enable upstream keep-alive and connection pooling, check its CPU and buffering.",
+    risk="Connection pools hold sockets on the backends.",
+    commands=("route", "logs"),
+)
 
 MIN_SAMPLES = 20
 """Successful requests needed on each side."""
@@ -53,6 +79,7 @@ TAIL_MIN_SAMPLES = 200
 """Successful routed requests needed before the p99 is judged."""
 
 
+@RULE.check(RouteEvidence, RuleOptions)
 def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
     """R001 when the router adds significant latency at p50 or p99."""
     att = evidence.attribution
@@ -103,8 +130,8 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
         )
         severity = Severity.MEDIUM
     return [
-        make_finding(
-            CODE, title, evidence_out, severity=severity, impact=max(0.0, min(1.0, att.added_fraction_p50 or 0.0))
+        RULE.finding(
+            title, evidence_out, severity=severity, impact=max(0.0, min(1.0, att.added_fraction_p50 or 0.0))
         )
     ]
 
@@ -123,9 +150,8 @@ def _per_backend(evidence: RouteEvidence) -> list[Finding]:
         if added.value < max(MIN_ADDED_MS, MIN_ADDED_FRACTION * direct_p50):
             continue
         findings.append(
-            make_finding(
-                CODE,
-                f"Through the router, requests to {entry.backend} take {added.value:.1f} ms longer at p50 "
+            RULE.finding(
+            f"Through the router, requests to {entry.backend} take {added.value:.1f} ms longer at p50 "
                 f"(95% CI {added.low:.1f}-{added.high:.1f}) than sent to it directly",
                 {
                     "router": evidence.router_url,
@@ -139,3 +165,27 @@ def _per_backend(evidence: RouteEvidence) -> list[Finding]:
             )
         )
     return findings
+
+
+OVERHEAD_P99_MS = 100.0
+"""Router time p99 at or above which it matters."""
+OVERHEAD_SHARE = 0.2
+"""... and at least this share of the request p99."""
+
+
+@RULE.check(LogsEvidence, LogsRuleOptions)
+def check_logs(evidence: LogsEvidence, options: LogsRuleOptions) -> list[Finding]:
+    """Router time p99 against the request p99."""
+    p99 = evidence.overhead_p99_ms
+    request_p99 = evidence.request_p99_ms
+    if p99 is None or request_p99 is None or evidence.overhead_samples < options.min_requests:
+        return []
+    share = p99 / request_p99 if request_p99 > 0 else 0.0
+    if p99 < OVERHEAD_P99_MS or share < OVERHEAD_SHARE:
+        return []
+    return [RULE.finding(
+            f"The router adds {p99:.0f} ms at p99 ({share:.0%} of the request p99)", {
+        "router_p50_ms": evidence.overhead_p50_ms, "router_p99_ms": p99, "request_p99_ms": request_p99,
+        "upstream_p99_ms": evidence.upstream_p99_ms, "requests": evidence.overhead_samples,
+        "share_of_request_p99": round(share, 3),
+    }, impact=min(1.0, share))]

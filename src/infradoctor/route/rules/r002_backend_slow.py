@@ -4,27 +4,49 @@ What it detects:
     Routed requests are slow, and the same requests sent directly to the backends (interleaved in time) are just
     as slow: the router adds little of the latency.
 
+    From logs (`infradoctor logs`): Requests are slow and the time is spent in the upstream, not in the router.
+
 Why it matters:
     Routers are often blamed for slow AI endpoints. When direct requests are as slow as routed ones, tuning or
     replacing the router cannot help; the time is spent in the model server or the node.
+
+    From logs (`infradoctor logs`): It tells where to look: tuning the router will not help; the backend (model
+    server, model, its GPU) is the bottleneck, or it is overloaded.
 
 How it is measured:
     The pooled direct median must reach ``--slow-ms`` (default ``DEFAULT_SLOW_MS``), and the router's added
     median must be under ``MAX_ROUTER_SHARE`` of the routed median or not significant (its 95% bootstrap interval
     reaches zero). Each side needs ``MIN_SAMPLES`` successful requests.
 
+    From logs (`infradoctor logs`): The p99 of successful requests (status below 500; failures are R006-R008's) is
+    at least :data:`SLOW_P99_MS` (1 s) and the router's own time (request minus upstream, see R001) is at most
+    :data:`ROUTER_SHARE_MAX` (10%) of it, with at least ``min_requests`` requests that log both times.
+
 Fix:
     Diagnose the backend directly: ``infradoctor load`` against one backend URL for latency under load,
     ``infradoctor profile`` for the model server, ``infradoctor node`` for the GPU and host.
+
+    From logs (`infradoctor logs`): Diagnose the backend directly (``infradoctor load`` against it, ``infradoctor
+    profile`` of the server); add replicas if it is overloaded.
 """
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding, make_finding
+from infradoctor.findings import Finding, Rule, Severity
+from infradoctor.logs.evidence import LogsEvidence, hist_quantile
+from infradoctor.logs.incidents import LogsRuleOptions
 from infradoctor.route.evidence import RouteEvidence
 from infradoctor.route.rules._common import RuleOptions
 
-CODE = "R002"
+RULE = Rule(
+    "R002",
+    "backend-slow",
+    Severity.MEDIUM,
+    "Backends are slow; the router is not the problem",
+    fix="Diagnose the backend (infradoctor profile/load against it directly).",
+    risk="None from the router side.",
+    commands=("route", "logs"),
+)
 
 MIN_SAMPLES = 20
 """Successful requests needed on each side."""
@@ -33,6 +55,7 @@ MAX_ROUTER_SHARE = 0.1
 """The router's added median must stay under this share of the routed median."""
 
 
+@RULE.check(RouteEvidence, RuleOptions)
 def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
     """R002 when direct requests are slow and the router adds little."""
     att = evidence.attribution
@@ -53,8 +76,7 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
         f"the router adds {max(0.0, share) * 100:.0f}% of it"
     )
     return [
-        make_finding(
-            CODE,
+        RULE.finding(
             title,
             {
                 "direct_p50_ms": att.direct_p50_ms,
@@ -67,3 +89,26 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
             impact=max(0.0, min(1.0, 1.0 - share)),
         )
     ]
+
+
+SLOW_P99_MS = 1000.0
+"""Request p99 at or above which requests count as slow."""
+ROUTER_SHARE_MAX = 0.1
+"""The router's p99 time must be at most this share of the request p99."""
+
+
+@RULE.check(LogsEvidence, LogsRuleOptions)
+def check_logs(evidence: LogsEvidence, options: LogsRuleOptions) -> list[Finding]:
+    """Slow requests whose time is upstream time."""
+    request_p99 = hist_quantile(evidence.success_hist, 0.99)
+    router_p99 = evidence.overhead_p99_ms
+    if request_p99 is None or router_p99 is None or evidence.overhead_samples < options.min_requests:
+        return []
+    if request_p99 < SLOW_P99_MS or router_p99 > ROUTER_SHARE_MAX * request_p99:
+        return []
+    return [RULE.finding(
+            f"Successful requests take {request_p99:.0f} ms at p99 and the router adds only "
+                         f"{router_p99:.0f} ms: the backends are slow", {
+                             "success_p99_ms": request_p99, "upstream_p99_ms": evidence.upstream_p99_ms,
+                             "router_p99_ms": router_p99, "requests": evidence.overhead_samples,
+                         })]

@@ -5,10 +5,16 @@ What it detects:
     than the other backends', or one whose median latency is at least twice theirs. The finding names the
     backend by its URL.
 
+    From logs (`infradoctor logs`): An upstream whose error rate or p99 latency is far above the other upstreams' in
+    the same logs.
+
 Why it matters:
     Behind a round-robin router one bad node fails or slows a fixed share of all requests, which looks like a
     service-wide problem. Passive health checks and retries may hide it from the router's own error rate while
     still costing latency and capacity.
+
+    From logs (`infradoctor logs`): The router keeps sending it a share of the traffic, so a single sick replica
+    (bad GPU, stuck worker, wrong model version) fails or slows that share of all requests.
 
 How it is measured:
     Direct requests to each backend, plus routed requests the upstream header attributes to it, plus routed
@@ -18,15 +24,28 @@ How it is measured:
     Latency: the lower end of its p50 confidence interval is above ``LATENCY_RATIO`` times the upper end of every
     other backend's, and at least ``LATENCY_MARGIN_MS`` more (thresholds in ``route/rules/_common.py``).
 
+    From logs (`infradoctor logs`): Per upstream with at least ``min_requests`` attempts: error rate (5xx or no
+    status) at least :data:`ERROR_RATE_MIN` (5%) and at least :data:`OUTLIER_FACTOR` (3) times the median of the
+    others; or p99 at least :data:`LATENCY_P99_MIN_MS` (100 ms) and :data:`OUTLIER_FACTOR` times the others' median
+    p99. Needs two or more upstreams.
+
 Fix:
     Drain or restart that backend and look at its logs and node (``infradoctor node`` on it). Enable outlier
     detection or passive health checks (nginx ``max_fails``/``fail_timeout``, HAProxy ``observe layer7``, Envoy
     ``outlier_detection``) so the router stops sending to it.
+
+    From logs (`infradoctor logs`): Drain or restart that backend and check its node (``infradoctor node``); enable
+    outlier detection or passive health checks (nginx max_fails, Envoy outlier_detection, HAProxy observe layer7) so
+    it is ejected automatically.
 """
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding, Severity, make_finding
+import statistics
+
+from infradoctor.findings import Finding, Rule, Severity
+from infradoctor.logs.evidence import LogsEvidence, UpstreamStats
+from infradoctor.logs.incidents import LogsRuleOptions
 from infradoctor.route.evidence import RouteEvidence
 from infradoctor.route.rules._common import (
     RuleOptions,
@@ -36,9 +55,18 @@ from infradoctor.route.rules._common import (
     requests_and_errors,
 )
 
-CODE = "R003"
+RULE = Rule(
+    "R003",
+    "unhealthy-backend",
+    Severity.HIGH,
+    "One backend's errors or latency stand out",
+    fix="Drain or restart that backend; enable outlier detection / passive health checks.",
+    risk="Ejecting a backend raises load on the others.",
+    commands=("route", "logs"),
+)
 
 
+@RULE.check(RouteEvidence, RuleOptions)
 def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
     """R003 for each backend that is down, fails more often, or is much slower than the others."""
     findings: list[Finding] = []
@@ -58,9 +86,8 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
         share = 1.0 / max(1, len(evidence.backends))
         if is_down(backend):
             findings.append(
-                make_finding(
-                    CODE,
-                    f"Backend {backend.url} is down: {backend.direct.error_count} of {backend.direct.requests} "
+                RULE.finding(
+            f"Backend {backend.url} is down: {backend.direct.error_count} of {backend.direct.requests} "
                     f"direct requests could not connect",
                     {**base, "state": "down"},
                     severity=Severity.HIGH,
@@ -71,9 +98,8 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
         p_value = error_standout(evidence, backend)
         if p_value is not None:
             findings.append(
-                make_finding(
-                    CODE,
-                    f"Backend {backend.url} fails {errors / requests:.0%} of requests "
+                RULE.finding(
+            f"Backend {backend.url} fails {errors / requests:.0%} of requests "
                     f"({errors} of {requests}; direct {backend.direct.error_rate:.0%})",
                     {**base, "state": "failing", "error_rate": round(errors / requests, 4), "p_value": p_value},
                     severity=Severity.HIGH,
@@ -84,9 +110,8 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
         ratio = latency_standout(evidence, backend)
         if ratio is not None:
             findings.append(
-                make_finding(
-                    CODE,
-                    f"Backend {backend.url} is {ratio:.1f}x slower than the others at p50 "
+                RULE.finding(
+            f"Backend {backend.url} is {ratio:.1f}x slower than the others at p50 "
                     f"({backend.direct.p50.value:.1f} ms direct)",
                     {**base, "state": "slow", "slowdown": round(ratio, 3)},
                     severity=Severity.MEDIUM,
@@ -94,3 +119,52 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
                 )
             )
     return findings
+
+
+ERROR_RATE_MIN = 0.05
+"""Error rate at or above which an upstream can be an outlier."""
+OUTLIER_FACTOR = 3.0
+"""How many times the others' median an upstream must reach."""
+LATENCY_P99_MIN_MS = 100.0
+"""p99 at or above which a latency outlier matters."""
+
+
+@RULE.check(LogsEvidence, LogsRuleOptions)
+def check_logs(evidence: LogsEvidence, options: LogsRuleOptions) -> list[Finding]:
+    """Error-rate and latency outliers among upstreams."""
+    pool = [u for u in evidence.upstreams if u.attempts >= options.min_requests and u.upstream != "-"]
+    if len(pool) < 2:
+        return []
+    findings = []
+    for upstream in pool:
+        others = [u for u in pool if u is not upstream]
+        finding = _error_outlier(upstream, others) or _latency_outlier(upstream, others)
+        if finding is not None:
+            findings.append(finding)
+    return findings
+
+
+def _error_outlier(upstream: UpstreamStats, others: list[UpstreamStats]) -> Finding | None:
+    baseline = statistics.median(u.error_rate for u in others)
+    rate = upstream.error_rate
+    if rate < ERROR_RATE_MIN or rate < OUTLIER_FACTOR * baseline:
+        return None
+    return RULE.finding(
+            f"{upstream.upstream} fails {rate:.0%} of its requests (others: {baseline:.1%})", {
+        "upstream": upstream.upstream, "error_rate": round(rate, 4), "errors": upstream.errors,
+        "attempts": upstream.attempts, "others_median_error_rate": round(baseline, 4),
+    })
+
+
+def _latency_outlier(upstream: UpstreamStats, others: list[UpstreamStats]) -> Finding | None:
+    values = [u.p99_ms for u in others if u.p99_ms is not None]
+    if upstream.p99_ms is None or not values:
+        return None
+    baseline = statistics.median(values)
+    if upstream.p99_ms < LATENCY_P99_MIN_MS or upstream.p99_ms < OUTLIER_FACTOR * max(baseline, 1.0):
+        return None
+    return RULE.finding(
+            f"{upstream.upstream} p99 is {upstream.p99_ms:.0f} ms (others: {baseline:.0f} ms)", {
+        "upstream": upstream.upstream, "p99_ms": upstream.p99_ms, "p50_ms": upstream.p50_ms,
+        "attempts": upstream.attempts, "others_median_p99_ms": baseline,
+    }, severity=None)

@@ -24,12 +24,20 @@ Fix:
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding, make_finding
+from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.route.evidence import RouteEvidence
 from infradoctor.route.rules._common import RuleOptions, unhealthy
 from infradoctor.route.stats import chi_square_goodness_of_fit
 
-CODE = "R004"
+RULE = Rule(
+    "R004",
+    "uneven-distribution",
+    Severity.MEDIUM,
+    "Requests are unevenly distributed across backends",
+    fix="Use least-request / power-of-two-choices balancing, recycle long-lived keep-alive connections.",
+    risk="Least-request needs accurate in-flight counts at the router.",
+    commands=("route",),
+)
 
 P_VALUE = 0.001
 """Chi-square p-value below which the spread is not the expected one."""
@@ -41,6 +49,7 @@ MIN_ATTRIBUTED = 50
 """Attributed routed requests needed."""
 
 
+@RULE.check(RouteEvidence, RuleOptions)
 def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
     """R004 when healthy backends get significantly uneven shares."""
     dist = evidence.distribution
@@ -70,8 +79,7 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
         f"expected {expected_map[worst_url]:.0%} ({dist.weights_source})"
     )
     return [
-        make_finding(
-            CODE,
+        RULE.finding(
             title,
             {
                 "header": dist.header,

@@ -4,10 +4,17 @@ What it detects:
     The router retries failed or slow upstream attempts, so each client request costs the backends more than one
     attempt.
 
+    From logs (`infradoctor logs`): Requests that needed more than one upstream attempt: several comma-separated
+    values in nginx ``$upstream_addr``/``$upstream_status``, Envoy ``%UPSTREAM_REQUEST_ATTEMPT_COUNT%`` > 1 or the
+    ``URX`` flag (retry limit exceeded), HAProxy's retry counter.
+
 Why it matters:
     Retries turn a backend that is struggling into one that is overloaded: every failure adds load exactly when
     capacity is short (a retry storm). Retried requests also take longer, and non-idempotent requests may run
     twice.
+
+    From logs (`infradoctor logs`): Each retry is another request to a backend. When a backend is slow or failing,
+    retries multiply the load on the remaining ones exactly when they have the least headroom (a retry storm).
 
 How it is measured:
     From the router's attempt count header (``x-envoy-attempt-count``), from upstream address lists with several
@@ -16,19 +23,37 @@ How it is measured:
     requests. Reported when attempts per client request reach ``MIN_AMPLIFICATION`` and there are at least
     ``MIN_EXTRA_ATTEMPTS`` extra attempts; high severity from ``HIGH_AMPLIFICATION``.
 
+    From logs (`infradoctor logs`): Share of requests with more than one attempt, and extra attempts per request,
+    from the attempts histogram; the finding fires at :data:`RETRY_SHARE` (5%) or above (at least ``min_requests``
+    requests), or on any ``URX``.
+
 Fix:
     Give retries a budget (Envoy ``retry_budget`` 20%, min 3; nginx ``proxy_next_upstream_tries 2`` and
     ``proxy_next_upstream_timeout``), retry only idempotent requests with jittered backoff, honour
     ``Retry-After``, and fix the failing backend (see R003).
+
+    From logs (`infradoctor logs`): Use a retry budget (e.g. Envoy retry_budget 20%, min 3) instead of fixed counts;
+    retry only idempotent requests with jittered backoff; honour Retry-After; fix the failing first attempt (see the
+    other findings).
 """
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding, Severity, make_finding
+from infradoctor.findings import Finding, Rule, Severity
+from infradoctor.logs.evidence import LogsEvidence
+from infradoctor.logs.incidents import LogsRuleOptions
 from infradoctor.route.evidence import RouteEvidence
 from infradoctor.route.rules._common import RuleOptions
 
-CODE = "R005"
+RULE = Rule(
+    "R005",
+    "retry-amplification",
+    Severity.HIGH,
+    "Retries multiply backend load",
+    fix="Use a retry budget (e.g. 20%), retry only idempotent requests with jittered backoff, honour Retry-After.",
+    risk="Fewer retries surface more transient errors to clients.",
+    commands=("route", "logs"),
+)
 
 MIN_AMPLIFICATION = 1.05
 """Backend attempts per client request from which retries are reported."""
@@ -40,6 +65,7 @@ HIGH_AMPLIFICATION = 1.5
 """From this amplification the finding is high severity."""
 
 
+@RULE.check(RouteEvidence, RuleOptions)
 def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
     """R005 when backend attempts exceed client requests."""
     retries = evidence.retries
@@ -53,11 +79,34 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
         f"{retries.client_requests} client requests ({retries.source})"
     )
     return [
-        make_finding(
-            CODE,
+        RULE.finding(
             title,
             {**retries.to_dict(), "router": evidence.router_url},
             severity=severity,
             impact=min(1.0, retries.extra_attempts / retries.backend_attempts) if retries.backend_attempts else None,
         )
     ]
+
+
+RETRY_SHARE = 0.05
+"""Share of requests with more than one upstream attempt at or above which retries matter."""
+
+
+@RULE.check(LogsEvidence, LogsRuleOptions)
+def check_logs(evidence: LogsEvidence, options: LogsRuleOptions) -> list[Finding]:
+    """Retry share from the attempts histogram, and retry-limit incidents."""
+    counted = sum(c for a, c in evidence.attempts.items() if a >= 1)
+    retried = sum(c for a, c in evidence.attempts.items() if a > 1)
+    extra = sum((a - 1) * c for a, c in evidence.attempts.items() if a > 1)
+    exhausted = evidence.signature_counts.get("retry_limit_exceeded", 0)
+    share = retried / counted if counted else 0.0
+    if (counted >= options.min_requests and share >= RETRY_SHARE) or exhausted:
+        title = f"{share:.0%} of requests needed more than one upstream attempt" if counted else \
+            f"{exhausted} requests exhausted their retries"
+        return [RULE.finding(
+            title, {
+            "requests_with_attempts": counted, "retried_requests": retried, "retry_share": round(share, 4),
+            "extra_attempts": extra, "load_multiplier": round((counted + extra) / counted, 3) if counted else None,
+            "retry_limit_exceeded": exhausted, "attempts_histogram": {str(k): v for k, v in evidence.attempts.items()},
+        }, impact=share or None)]
+    return []

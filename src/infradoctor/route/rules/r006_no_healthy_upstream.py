@@ -4,27 +4,52 @@ What it detects:
     Almost every routed request fails with a gateway error (502, 503) while every backend behind the router is
     down (its direct requests cannot connect) or reports itself unhealthy.
 
+    From logs (`infradoctor logs`): Requests the router answered itself because no backend was available: Envoy
+    ``UH``/``NR`` flags and "no healthy upstream", nginx "no live upstreams" (and 502/503 whose ``$upstream_addr``
+    is the upstream group's name), HAProxy ``<NOSRV>`` with 503.
+
 Why it matters:
     This is a full outage, not a degraded backend: the router has nothing to send traffic to. Envoy reports it as
     ``503 UH no healthy upstream``, nginx as ``no live upstreams``. Causes: all pods crashing or still loading the
     model, a failing readiness probe, a wrong upstream port.
 
+    From logs (`infradoctor logs`): Every such request fails without reaching a model. It usually means all backends
+    failed health checks at once: crashing, restarting, or still loading the model while the router already sends
+    traffic.
+
 How it is measured:
     The routed error rate is at least ``MIN_ROUTED_ERROR_RATE``, mostly ``http_502``/``http_503``/``http_504``
     (``GATEWAY_SHARE``), and each ``--backend`` is down or answered its health check with a non-2xx status.
 
+    From logs (`infradoctor logs`): Lines are classified by the signature catalog (``infradoctor.logs.signatures``)
+    and merged into incidents per subject and time window; the finding lists the windows.
+
 Fix:
     Find why the backends fail: start them, check their logs and readiness (model loaded? right port?), and fix
     the health check so it passes once the model serves. Then check the router's upstream list.
+
+    From logs (`infradoctor logs`): Find why backends fail health checks at those times; gate readiness on the model
+    being loaded; check Envoy's panic threshold and outlier ejection (max_ejection_percent) so a small pool is not
+    ejected entirely.
 """
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding, make_finding
+from infradoctor.findings import Finding, Rule, Severity
+from infradoctor.logs.evidence import LogsEvidence
+from infradoctor.logs.incidents import LogsRuleOptions, signature_findings
 from infradoctor.route.evidence import RouteEvidence
 from infradoctor.route.rules._common import RuleOptions, is_down
 
-CODE = "R006"
+RULE = Rule(
+    "R006",
+    "no-healthy-upstream",
+    Severity.CRITICAL,
+    "The router had no healthy upstream",
+    fix="Check why backends fail health checks (crashing, still loading the model); fix readiness probes.",
+    risk="None.",
+    commands=("route", "logs"),
+)
 
 MIN_ROUTED_ERROR_RATE = 0.9
 """Share of routed requests that must fail."""
@@ -36,6 +61,7 @@ GATEWAY_CLASSES = frozenset({"http_502", "http_503", "http_504"})
 """Error classes a router returns when it has no upstream to use."""
 
 
+@RULE.check(RouteEvidence, RuleOptions)
 def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
     """R006 when the router fails nearly everything and no backend is usable."""
     router = evidence.router
@@ -53,11 +79,16 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
         else:
             return []
     return [
-        make_finding(
-            CODE,
+        RULE.finding(
             f"No healthy upstream: {router.error_rate:.0%} of routed requests failed "
             f"({', '.join(f'{k} {v}' for k, v in router.errors.items())}) and every backend is down or unhealthy",
             {"router": evidence.router_url, "routed_errors": dict(router.errors), "backends": states},
             impact=router.error_rate,
         )
     ]
+
+
+@RULE.check(LogsEvidence, LogsRuleOptions)
+def check_logs(evidence: LogsEvidence, options: LogsRuleOptions) -> list[Finding]:
+    """One finding with every no-healthy-upstream incident."""
+    return signature_findings(evidence, RULE, ("no_healthy_upstream",), "No healthy upstream")

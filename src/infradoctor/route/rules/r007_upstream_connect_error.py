@@ -4,11 +4,20 @@ What it detects:
     Connect probes to the router or a backend that fail some of the time (refused, timed out) without the
     endpoint being down, or whose connect time stands out from the other paths'.
 
+    From logs (`infradoctor logs`): The router could not connect to an upstream, or lost the connection before a
+    response: Envoy ``UF``/``UC``/ ``UR`` and "upstream connect error or disconnect/reset before headers", nginx
+    "connect() failed (111: Connection refused)" / "upstream prematurely closed connection" (and 502 in the access
+    log), HAProxy ``SC``/``SH``/``SD``.
+
 Why it matters:
     Intermittent connect failures become 502s and retries at the router (Envoy ``UF``/``UR``, nginx ``connect()
     failed``, HAProxy ``SC``); slow connects add their time to every request that opens a connection, which is
     every request when keep-alive is off. Causes: a full accept queue (``somaxconn``, backlog), conntrack or
     ephemeral-port exhaustion, packet loss (SYN retransmits at 1 s, 3 s), a firewall or an overloaded node.
+
+    From logs (`infradoctor logs`): These requests fail (or are retried, multiplying load) although the router is
+    healthy: a backend is down, not listening on the address the router uses, crashing mid-request, or closing idle
+    keep-alive connections the router still reuses.
 
 How it is measured:
     Before the run, ``--connects`` TCP connects per endpoint, interleaved across endpoints. Reported when an
@@ -19,21 +28,38 @@ How it is measured:
     it is counted in ``syn_retransmits`` with its time. The probes are spaced a little so that they do not
     themselves overflow a small accept queue.
 
+    From logs (`infradoctor logs`): Signature catalog matches (``upstream_connect_error`` and ``upstream_reset``)
+    merged into incidents per upstream and time window.
+
 Fix:
     Check the endpoint's listen backlog and accept rate (``ss -lnt``: Recv-Q at Send-Q means a full queue), socket
     and port exhaustion on the node (``infradoctor node``), packet loss on the path; use pooled keep-alive
     connections so that connects are rare.
+
+    From logs (`infradoctor logs`): Check that the backend is up and listening where the router expects; look for
+    crashes or OOM kills at the incident times; make the backend's keep-alive timeout longer than the router's;
+    enable passive health checks so dead backends leave the pool.
 """
 
 from __future__ import annotations
 
 import statistics
 
-from infradoctor.findings import Finding, Severity, make_finding
+from infradoctor.findings import Finding, Rule, Severity
+from infradoctor.logs.evidence import LogsEvidence
+from infradoctor.logs.incidents import LogsRuleOptions, signature_findings
 from infradoctor.route.evidence import RouteEvidence
 from infradoctor.route.rules._common import RuleOptions
 
-CODE = "R007"
+RULE = Rule(
+    "R007",
+    "upstream-connect-error",
+    Severity.HIGH,
+    "The router cannot connect to or loses an upstream",
+    fix="Check the backend is listening and not overloaded; align keep-alive timeouts (backend > router).",
+    risk="None.",
+    commands=("route", "logs"),
+)
 
 MIN_FAILURE_RATE = 0.02
 """Failed share of connects that matters."""
@@ -45,6 +71,7 @@ SLOW_MIN_MS = 2.0
 """... and at least this much more (ms)."""
 
 
+@RULE.check(RouteEvidence, RuleOptions)
 def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
     """R007 for each endpoint with intermittent connect failures or a standout connect time."""
     findings: list[Finding] = []
@@ -53,9 +80,8 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
         base = {"path": probe.name, "address": probe.address, **probe.to_dict()}
         if connected > 0 and probe.failure_rate >= MIN_FAILURE_RATE:
             findings.append(
-                make_finding(
-                    CODE,
-                    f"{probe.failure_rate:.0%} of TCP connects to {probe.name} ({probe.address}) failed",
+                RULE.finding(
+            f"{probe.failure_rate:.0%} of TCP connects to {probe.name} ({probe.address}) failed",
                     base,
                     severity=Severity.HIGH,
                     impact=probe.failure_rate,
@@ -68,9 +94,8 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
         typical = statistics.median(others)
         if probe.p50_ms >= SLOW_RATIO * typical and probe.p50_ms - typical >= SLOW_MIN_MS:
             findings.append(
-                make_finding(
-                    CODE,
-                    f"TCP connects to {probe.name} ({probe.address}) take {probe.p50_ms:.1f} ms at p50, "
+                RULE.finding(
+            f"TCP connects to {probe.name} ({probe.address}) take {probe.p50_ms:.1f} ms at p50, "
                     f"{probe.p50_ms / typical if typical > 0 else float('inf'):.0f}x the other paths "
                     f"({typical:.2f} ms)",
                     {**base, "others_p50_ms": typical},
@@ -78,3 +103,10 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
                 )
             )
     return findings
+
+
+@RULE.check(LogsEvidence, LogsRuleOptions)
+def check_logs(evidence: LogsEvidence, options: LogsRuleOptions) -> list[Finding]:
+    """One finding with every connect-failure and reset incident."""
+    return signature_findings(evidence, RULE, ("upstream_connect_error", "upstream_reset"),
+                              "Upstream connect failures and resets")

@@ -23,11 +23,19 @@ Fix:
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding, make_finding
+from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.route.evidence import RouteEvidence
 from infradoctor.route.rules._common import RuleOptions, is_down
 
-CODE = "R010"
+RULE = Rule(
+    "R010",
+    "health-check-mismatch",
+    Severity.HIGH,
+    "Backend reports healthy while its predictions fail",
+    fix="Make the health check exercise the model (or /v1/models readiness), not just the process.",
+    risk="Deeper health checks cost backend capacity.",
+    commands=("route",),
+)
 
 MIN_ERROR_RATE = 0.2
 """Share of failing direct requests from which a healthy answer is a mismatch."""
@@ -36,6 +44,7 @@ MIN_REQUESTS = 10
 """Direct requests needed."""
 
 
+@RULE.check(RouteEvidence, RuleOptions)
 def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
     """R010 for each backend that reports healthy while its requests fail."""
     findings: list[Finding] = []
@@ -47,9 +56,8 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
         if direct.error_rate < MIN_ERROR_RATE:
             continue
         findings.append(
-            make_finding(
-                CODE,
-                f"Backend {backend.url} answers {health.status} on {health.url} while "
+            RULE.finding(
+            f"Backend {backend.url} answers {health.status} on {health.url} while "
                 f"{direct.error_rate:.0%} of its requests fail",
                 {
                     "backend": backend.url,

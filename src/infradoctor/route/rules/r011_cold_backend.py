@@ -21,11 +21,19 @@ Fix:
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding, make_finding
+from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.route.evidence import RouteEvidence
 from infradoctor.route.rules._common import RuleOptions
 
-CODE = "R011"
+RULE = Rule(
+    "R011",
+    "cold-backend",
+    Severity.MEDIUM,
+    "A backend is slow on its first requests",
+    fix="Use slow-start (Envoy slow_start_window, HAProxy slowstart) and readiness gated on model load.",
+    risk="Slow-start delays full capacity of new backends.",
+    commands=("route",),
+)
 
 MIN_RATIO = 3.0
 """First-requests median over steady median from which a backend is cold."""
@@ -34,6 +42,7 @@ MIN_EXTRA_MS = 50.0
 """... and the smallest difference (ms) that matters."""
 
 
+@RULE.check(RouteEvidence, RuleOptions)
 def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
     """R011 for each backend whose first requests were much slower."""
     findings: list[Finding] = []
@@ -42,9 +51,8 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
         if cold is None or cold.ratio < MIN_RATIO or cold.first_p50_ms - cold.steady_p50_ms < MIN_EXTRA_MS:
             continue
         findings.append(
-            make_finding(
-                CODE,
-                f"Backend {backend.url} was {cold.ratio:.1f}x slower on its first {cold.first_n} requests "
+            RULE.finding(
+            f"Backend {backend.url} was {cold.ratio:.1f}x slower on its first {cold.first_n} requests "
                 f"({cold.first_p50_ms:.0f} ms vs {cold.steady_p50_ms:.0f} ms)",
                 {"backend": backend.url, **cold.to_dict()},
             )

@@ -26,9 +26,18 @@ Fix:
 
 from __future__ import annotations
 
+from infradoctor.findings import Rule, Severity
 from infradoctor.scan.visitor import CallInfo, FileContext
 
-CODE = "C001"
+RULE = Rule(
+    "C001",
+    "model-load-in-handler",
+    Severity.HIGH,
+    "Model built or loaded inside a request handler",
+    fix="Load the model once at start-up (module level or lifespan/startup hook) and reuse it in the handler.",
+    risk="Start-up takes longer.",
+    commands=("scan",),
+)
 
 
 def check_model_load(call: CallInfo, ctx: FileContext) -> None:
@@ -40,7 +49,7 @@ def check_model_load(call: CallInfo, ctx: FileContext) -> None:
     what = kind.removeprefix("build ")
     verb = "built" if kind.startswith("build") else "loaded"
     hit = ctx.make_hit(
-        CODE,
+        RULE.code,
         call.node,
         f"model {verb} inside request handler `{scope.name}` ({what}); load it once at start-up",
         {"call": what, "function": scope.name},

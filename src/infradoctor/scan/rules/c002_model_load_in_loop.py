@@ -25,9 +25,18 @@ from __future__ import annotations
 
 import ast
 
+from infradoctor.findings import Rule, Severity
 from infradoctor.scan.visitor import CallInfo, FileContext, names_in
 
-CODE = "C002"
+RULE = Rule(
+    "C002",
+    "model-load-in-loop",
+    Severity.HIGH,
+    "Model loaded inside a loop",
+    fix="Hoist the load out of the loop.",
+    risk="None.",
+    commands=("scan",),
+)
 
 
 def check_model_load(call: CallInfo, ctx: FileContext) -> None:
@@ -49,7 +58,7 @@ def check_model_load(call: CallInfo, ctx: FileContext) -> None:
                 isinstance(n, (ast.Break, ast.Return)) for stmt in frame.node.body for n in ast.walk(stmt)):
             return
     ctx.report(
-        CODE,
+        RULE.code,
         node,
         f"model loaded inside a loop ({kind}) with the same arguments each iteration; hoist it out of the loop",
         {"call": kind, "loop_line": getattr(ctx.loops[-1].node, "lineno", None)},

@@ -25,10 +25,19 @@ Fix:
 
 from __future__ import annotations
 
+from infradoctor.findings import Rule, Severity
 from infradoctor.scan import knowledge as K
 from infradoctor.scan.visitor import CallInfo, FileContext
 
-CODE = "C003"
+RULE = Rule(
+    "C003",
+    "blocking-call-in-async",
+    Severity.HIGH,
+    "Blocking call inside async def",
+    fix="Await asyncio.to_thread(fn, ...) or loop.run_in_executor, or make the endpoint a plain def.",
+    risk="Thread pool size limits concurrency.",
+    commands=("scan",),
+)
 
 _HTTP_VERBS = frozenset({"get", "post", "put", "delete", "patch", "head", "options", "request", "stream"})
 CALL_NAMES = frozenset(
@@ -72,7 +81,7 @@ def _reason(call: CallInfo, ctx: FileContext) -> str | None:
 
 def _report(call: CallInfo, ctx: FileContext, reason: str) -> None:
     ctx.report(
-        CODE,
+        RULE.code,
         call.node,
         f"blocking call in async function `{ctx.scope.name}`: {reason}",
         {"call": call.qualname or call.key or call.name, "function": ctx.scope.name},

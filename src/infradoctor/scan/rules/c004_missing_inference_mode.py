@@ -26,10 +26,19 @@ Fix:
 
 from __future__ import annotations
 
+from infradoctor.findings import Rule, Severity
 from infradoctor.scan import knowledge as K
 from infradoctor.scan.visitor import CallInfo, FileContext, Hit, Scope
 
-CODE = "C004"
+RULE = Rule(
+    "C004",
+    "missing-inference-mode",
+    Severity.MEDIUM,
+    "Model inference without no_grad/inference_mode",
+    fix="Wrap inference in torch.inference_mode() (or decorate the function with it).",
+    risk="Tensors made under inference_mode cannot be used in autograd later.",
+    commands=("scan",),
+)
 
 
 def check_model_call(call: CallInfo, ctx: FileContext) -> None:
@@ -39,11 +48,11 @@ def check_model_call(call: CallInfo, ctx: FileContext) -> None:
     key = call.key if call.name != "forward" else call.receiver_key
     if not key or key in ctx.pipeline_vars:
         return
-    pending: list[tuple[str, Hit]] = ctx.scope.data.setdefault(CODE, [])
+    pending: list[tuple[str, Hit]] = ctx.scope.data.setdefault(RULE.code, [])
     if any(k == key for k, _ in pending):
         return
     hit = ctx.make_hit(
-        CODE,
+        RULE.code,
         call.node,
         f"{key}(...) runs with autograd on; wrap inference in torch.inference_mode()",
         {"model": key},
@@ -53,7 +62,7 @@ def check_model_call(call: CallInfo, ctx: FileContext) -> None:
 
 def scope_end(scope: Scope, ctx: FileContext) -> None:
     """Report the remembered forwards of an inference function that does not train."""
-    pending: list[tuple[str, Hit]] | None = scope.data.get(CODE)
+    pending: list[tuple[str, Hit]] | None = scope.data.get(RULE.code)
     if not pending or scope.trains:
         return
     short = scope.name.rsplit(".", 1)[-1].lower()

@@ -27,9 +27,18 @@ from __future__ import annotations
 
 import ast
 
+from infradoctor.findings import Rule, Severity
 from infradoctor.scan.visitor import CallInfo, FileContext, Hit, is_model_name, root_key
 
-CODE = "C005"
+RULE = Rule(
+    "C005",
+    "missing-eval",
+    Severity.MEDIUM,
+    "Loaded model never switched to eval()",
+    fix="Call model.eval() after loading weights for inference.",
+    risk="None for inference.",
+    commands=("scan",),
+)
 
 _LOADS = ("load_state_dict", "torch.load")
 _WEIGHT_FILES = ("safetensors.torch.load_file", "torch.hub.load_state_dict_from_url")
@@ -57,7 +66,7 @@ def check_model_load(call: CallInfo, ctx: FileContext) -> None:
         return
     kind = call.load_kind or ""
     keys: list[str] = []
-    loaded: set[str] = ctx.data.setdefault(CODE + ":loaded", set())
+    loaded: set[str] = ctx.data.setdefault(RULE.code + ":loaded", set())
     if kind == "load_state_dict" and call.receiver_key:
         if call.node.args and _from_a_load(call.node.args[0], ctx, loaded):
             keys = [call.receiver_key]
@@ -65,11 +74,11 @@ def check_model_load(call: CallInfo, ctx: FileContext) -> None:
         loaded.update(call.assigned_to)
         keys = [k for k in call.assigned_to if kind not in _WEIGHT_FILES and (
             is_model_name(k) or kind != "torch.load")]
-    pending: dict[str, Hit] = ctx.data.setdefault(CODE, {})
+    pending: dict[str, Hit] = ctx.data.setdefault(RULE.code, {})
     for key in keys:
         if key not in pending:
             pending[key] = ctx.make_hit(
-                CODE,
+                RULE.code,
                 call.node,
                 f"weights loaded into `{key}` but `{key}.eval()` is never called; dropout and batch-norm stay in "
                 "training mode",
@@ -79,7 +88,7 @@ def check_model_load(call: CallInfo, ctx: FileContext) -> None:
 
 def file_end(ctx: FileContext) -> None:
     """Report loaded models that are called and never put in eval (or train) mode."""
-    pending: dict[str, Hit] = ctx.data.get(CODE, {})
+    pending: dict[str, Hit] = ctx.data.get(RULE.code, {})
     if ctx.trains:
         return
     for key, hit in pending.items():

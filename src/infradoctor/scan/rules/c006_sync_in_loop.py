@@ -24,10 +24,19 @@ from __future__ import annotations
 
 import ast
 
+from infradoctor.findings import Rule, Severity
 from infradoctor.scan import knowledge as K
 from infradoctor.scan.visitor import CallInfo, FileContext, LoopFrame
 
-CODE = "C006"
+RULE = Rule(
+    "C006",
+    "sync-in-loop",
+    Severity.MEDIUM,
+    "Host sync (.item()/.cpu()/...) inside a loop",
+    fix="Accumulate on the device and convert once after the loop.",
+    risk="Progress shows later.",
+    commands=("scan",),
+)
 CALL_NAMES = K.HOST_SYNCS | {"print"}
 _MODULE_METHODS = frozenset({"parameters", "named_parameters", "state_dict", "modules", "children", "buffers",
                              "eval", "train", "load_state_dict", "named_modules"})
@@ -47,7 +56,7 @@ def check(call: CallInfo, ctx: FileContext) -> None:
     """Hold a sync made inside a loop until the loop is known to be hot."""
     if not ctx.uses_torch or not ctx.loops or ctx.scope.modulo_guards:
         return
-    covered: set[int] = ctx.data.setdefault(CODE, set())
+    covered: set[int] = ctx.data.setdefault(RULE.code, set())
     if id(call.node) in covered:
         return
     if call.name == "print":
@@ -69,7 +78,7 @@ def check(call: CallInfo, ctx: FileContext) -> None:
             inner = inner.func.value
         what = f".{call.name}()"
     hit = ctx.make_hit(
-        CODE, call.node, f"{what} syncs with the device on every iteration of a hot loop; keep values on the "
+        RULE.code, call.node, f"{what} syncs with the device on every iteration of a hot loop; keep values on the "
         "device and convert once after the loop", {"call": what},
     )
     ctx.loops[-1].pending.append(hit)

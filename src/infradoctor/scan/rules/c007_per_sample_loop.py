@@ -27,10 +27,19 @@ from __future__ import annotations
 
 import ast
 
+from infradoctor.findings import Rule, Severity
 from infradoctor.scan import knowledge as K
 from infradoctor.scan.visitor import CallInfo, FileContext, Hit, Scope, names_in
 
-CODE = "C007"
+RULE = Rule(
+    "C007",
+    "per-sample-loop",
+    Severity.MEDIUM,
+    "Model called per sample in a loop",
+    fix="Batch the samples and call the model once per batch.",
+    risk="Larger batches use more memory.",
+    commands=("scan",),
+)
 
 
 def _sample_uses(node: ast.AST, names: set[str]) -> int:
@@ -76,11 +85,11 @@ def check_model_call(call: CallInfo, ctx: FileContext) -> None:
         return
     if not any(_sample_uses(arg, derived) for arg in args):
         return
-    pending: dict[int, Hit] = ctx.scope.data.setdefault(CODE, {})
+    pending: dict[int, Hit] = ctx.scope.data.setdefault(RULE.code, {})
     if id(frame) in pending:
         return
     pending[id(frame)] = ctx.make_hit(
-        CODE,
+        RULE.code,
         node,
         f"{call.key or call.receiver_key}(...) is called once per item of the loop at line "
         f"{getattr(frame.node, 'lineno', '?')}; batch the items and call the model once",
@@ -90,6 +99,6 @@ def check_model_call(call: CallInfo, ctx: FileContext) -> None:
 
 def scope_end(scope: Scope, ctx: FileContext) -> None:
     """Report held per-sample loops of a function that does not train."""
-    pending: dict[int, Hit] | None = scope.data.get(CODE)
+    pending: dict[int, Hit] | None = scope.data.get(RULE.code)
     if pending and not scope.trains:
         ctx.hits.extend(pending.values())

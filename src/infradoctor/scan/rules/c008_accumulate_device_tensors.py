@@ -25,9 +25,18 @@ from __future__ import annotations
 
 import ast
 
+from infradoctor.findings import Rule, Severity
 from infradoctor.scan.visitor import CallInfo, FileContext, Hit, Scope, dotted
 
-CODE = "C008"
+RULE = Rule(
+    "C008",
+    "accumulate-device-tensors",
+    Severity.MEDIUM,
+    "Model outputs/losses kept in a list with their graph",
+    fix="Append .detach().cpu() or .item() instead.",
+    risk="Detached values cannot be backpropagated.",
+    commands=("scan",),
+)
 CALL_NAMES = frozenset({"append", "extend", "add", "insert"})
 NODES = (ast.AugAssign,)
 
@@ -47,10 +56,10 @@ def _graph_value(node: ast.AST, ctx: FileContext) -> str | None:
 
 def _hold(ctx: FileContext, node: ast.AST, container: str, value: str) -> None:
     hit = ctx.make_hit(
-        CODE, node, f"`{value}` is kept in `{container}` with its autograd graph on every iteration; keep "
+        RULE.code, node, f"`{value}` is kept in `{container}` with its autograd graph on every iteration; keep "
         "its .item() or .detach().cpu() instead", {"container": container, "value": value},
     )
-    pending: list[tuple[str, Hit]] = ctx.scope.data.setdefault(CODE, [])
+    pending: list[tuple[str, Hit]] = ctx.scope.data.setdefault(RULE.code, [])
     pending.append((container, hit))
 
 
@@ -76,7 +85,7 @@ def check_node(node: ast.AST, ctx: FileContext) -> None:
 
 def scope_end(scope: Scope, ctx: FileContext) -> None:
     """Report held accumulations unless the container is later back-propagated (gradient accumulation)."""
-    pending: list[tuple[str, Hit]] | None = scope.data.get(CODE)
+    pending: list[tuple[str, Hit]] | None = scope.data.get(RULE.code)
     if not pending:
         return
     backward = set(scope.backward_names)

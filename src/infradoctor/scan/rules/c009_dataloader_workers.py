@@ -20,10 +20,19 @@ from __future__ import annotations
 
 import ast
 
+from infradoctor.findings import Rule, Severity
 from infradoctor.scan import knowledge as K
 from infradoctor.scan.visitor import CallInfo, FileContext
 
-CODE = "C009"
+RULE = Rule(
+    "C009",
+    "dataloader-workers",
+    Severity.LOW,
+    "DataLoader without worker processes",
+    fix="Set num_workers (e.g. 4) and persistent_workers=True.",
+    risk="More workers use more RAM.",
+    commands=("scan",),
+)
 CALL_NAMES = frozenset({"DataLoader"})
 _POSITION = 5
 
@@ -40,8 +49,8 @@ def check(call: CallInfo, ctx: FileContext) -> None:
     kw = call.keyword("num_workers")
     value = kw.value if kw is not None else (call.node.args[_POSITION] if len(call.node.args) > _POSITION else None)
     if value is None:
-        ctx.report(CODE, call.node, "DataLoader without num_workers loads every batch in the main process; set "
+        ctx.report(RULE.code, call.node, "DataLoader without num_workers loads every batch in the main process; set "
                    "num_workers (e.g. 4) and persistent_workers=True", {"num_workers": None})
     elif isinstance(value, ast.Constant) and value.value == 0:
-        ctx.report(CODE, call.node, "DataLoader(num_workers=0) loads every batch in the main process; set "
+        ctx.report(RULE.code, call.node, "DataLoader(num_workers=0) loads every batch in the main process; set "
                    "num_workers (e.g. 4) and persistent_workers=True", {"num_workers": 0})

@@ -18,10 +18,19 @@ Fix:
 
 from __future__ import annotations
 
+from infradoctor.findings import Rule, Severity
 from infradoctor.scan import knowledge as K
 from infradoctor.scan.visitor import CallInfo, FileContext, Hit
 
-CODE = "C010"
+RULE = Rule(
+    "C010",
+    "dataloader-pin-memory",
+    Severity.LOW,
+    "DataLoader feeding CUDA without pin_memory",
+    fix="Set pin_memory=True.",
+    risk="Pinned memory is locked host RAM.",
+    commands=("scan",),
+)
 CALL_NAMES = frozenset({"DataLoader"})
 _POSITION = 7
 
@@ -32,8 +41,8 @@ def check(call: CallInfo, ctx: FileContext) -> None:
         return
     if call.keyword("pin_memory") is not None or len(call.node.args) > _POSITION:
         return
-    pending: list[Hit] = ctx.data.setdefault(CODE, [])
-    pending.append(ctx.make_hit(CODE, call.node, "DataLoader feeds CUDA without pin_memory=True; pinned batches "
+    pending: list[Hit] = ctx.data.setdefault(RULE.code, [])
+    pending.append(ctx.make_hit(RULE.code, call.node, "DataLoader feeds CUDA without pin_memory=True; pinned batches "
                                 "copy faster and can overlap with compute", {}))
 
 
@@ -41,6 +50,6 @@ def file_end(ctx: FileContext) -> None:
     """Report held DataLoaders if the file uses CUDA."""
     if ctx.uses_cuda is None:
         return
-    for hit in ctx.data.get(CODE, []):
+    for hit in ctx.data.get(RULE.code, []):
         hit.evidence["cuda_use_line"] = ctx.uses_cuda
         ctx.hits.append(hit)

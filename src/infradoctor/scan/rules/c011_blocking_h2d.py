@@ -21,9 +21,18 @@ from __future__ import annotations
 
 import ast
 
+from infradoctor.findings import Rule, Severity
 from infradoctor.scan.visitor import CallInfo, FileContext, dotted
 
-CODE = "C011"
+RULE = Rule(
+    "C011",
+    "blocking-h2d",
+    Severity.LOW,
+    "Copy of pinned data to CUDA without non_blocking",
+    fix="Use .to('cuda', non_blocking=True).",
+    risk="Do not read the tensor on the host before a sync.",
+    commands=("scan",),
+)
 CALL_NAMES = frozenset({"to", "cuda"})
 
 
@@ -61,5 +70,5 @@ def check(call: CallInfo, ctx: FileContext) -> None:
             return
     what = "pinned tensor" if call.receiver_key is None or call.receiver_key not in ctx.scope.pinned else (
         f"pinned `{call.receiver_key}`")
-    ctx.report(CODE, call.node, f"{what} copied with .{call.name}() without "
+    ctx.report(RULE.code, call.node, f"{what} copied with .{call.name}() without "
                "non_blocking=True; the host waits for every copy", {"tensor": call.receiver_key})

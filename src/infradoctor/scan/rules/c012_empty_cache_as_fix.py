@@ -22,9 +22,18 @@ Fix:
 
 from __future__ import annotations
 
+from infradoctor.findings import Rule, Severity
 from infradoctor.scan.visitor import CallInfo, FileContext, Hit, LoopFrame
 
-CODE = "C012"
+RULE = Rule(
+    "C012",
+    "empty-cache-as-fix",
+    Severity.LOW,
+    "torch.cuda.empty_cache() in a loop or handler",
+    fix="Remove it; find what holds memory instead (P007). It slows every call and frees nothing live.",
+    risk="None.",
+    commands=("scan",),
+)
 CALL_NAMES = frozenset({"empty_cache"})
 
 
@@ -33,21 +42,21 @@ def check(call: CallInfo, ctx: FileContext) -> None:
     if call.qualname not in ("torch.cuda.empty_cache", "torch.cuda.memory.empty_cache"):
         return
     if ctx.loops:
-        held: list[Hit] = ctx.data.setdefault(CODE, {}).setdefault(id(ctx.loops[-1]), [])
-        held.append(ctx.make_hit(CODE, call.node, "torch.cuda.empty_cache() inside a training/inference loop slows "
-                                 "every iteration and frees nothing live; find what holds memory instead",
+        held: list[Hit] = ctx.data.setdefault(RULE.code, {}).setdefault(id(ctx.loops[-1]), [])
+        held.append(ctx.make_hit(RULE.code, call.node, "torch.cuda.empty_cache() inside a training/inference loop "
+                                 "slows every iteration and frees nothing live; find what holds memory instead",
                                  {"place": "loop"}))
         return
     scope = ctx.scope
     if scope.kind in ("def", "async"):
         ctx.report_if_handler(scope, ctx.make_hit(
-            CODE, call.node, f"torch.cuda.empty_cache() in request handler `{scope.name}` slows every request "
+            RULE.code, call.node, f"torch.cuda.empty_cache() in request handler `{scope.name}` slows every request "
             "and frees nothing live", {"place": "handler"}))
 
 
 def loop_end(frame: LoopFrame, ctx: FileContext) -> None:
     """Report held calls of a hot loop; pass them to the enclosing loop otherwise."""
-    held_by_loop: dict[int, list[Hit]] = ctx.data.get(CODE, {})
+    held_by_loop: dict[int, list[Hit]] = ctx.data.get(RULE.code, {})
     held = held_by_loop.pop(id(frame), None)
     if not held:
         return

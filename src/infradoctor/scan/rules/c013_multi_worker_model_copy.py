@@ -46,9 +46,18 @@ import ast
 import re
 from typing import Any
 
+from infradoctor.findings import Rule, Severity
 from infradoctor.scan.visitor import CallInfo, FileContext, Hit, is_model_name
 
-CODE = "C013"
+RULE = Rule(
+    "C013",
+    "multi-worker-model-copy",
+    Severity.MEDIUM,
+    "Several server workers each load a GPU model",
+    fix="Use one worker per GPU with batching, or a model server.",
+    risk="Less CPU parallelism.",
+    commands=("scan",),
+)
 CALL_NAMES = frozenset({"run", "Config", "cuda", "to"})
 NODES = (ast.Assign, ast.AnnAssign)
 GPU_FACT = "C013.gpu_model_line"
@@ -70,7 +79,7 @@ def launch_message(server: str, workers: str, source: str | None = None) -> str:
 
 
 def _state(ctx: FileContext) -> dict[str, Any]:
-    state: dict[str, Any] = ctx.data.setdefault(CODE, {"servers": [], "gpu": [], "gunicorn": {}})
+    state: dict[str, Any] = ctx.data.setdefault(RULE.code, {"servers": [], "gpu": [], "gunicorn": {}})
     return state
 
 
@@ -108,12 +117,12 @@ def check(call: CallInfo, ctx: FileContext) -> None:
         if module is not None:
             evidence["app"] = app.value  # type: ignore[union-attr]
         state["servers"].append((ctx.make_hit(
-            CODE, node, f"{call.qualname}(workers={workers}) starts several processes and each loads its own copy "
+            RULE.code, node, f"{call.qualname}(workers={workers}) starts several processes and each loads its own copy "
             "of the GPU model", evidence), module))
     elif call.name in ("cuda", "to") and _on_model(call, ctx) and (
             call.name == "cuda" or any(ctx.is_cuda_expr(a) for a in node.args) or any(
                 kw.arg == "device" and ctx.is_cuda_expr(kw.value) for kw in node.keywords)):
-        state["gpu"].append(ctx.make_hit(CODE, node, "", {}))
+        state["gpu"].append(ctx.make_hit(RULE.code, node, "", {}))
 
 
 def _on_model(call: CallInfo, ctx: FileContext) -> bool:
@@ -135,7 +144,7 @@ def check_model_load(call: CallInfo, ctx: FileContext) -> None:
     state = _state(ctx)
     for kw in call.node.keywords:
         if (kw.arg == "device" and ctx.is_cuda_expr(kw.value)) or kw.arg == "device_map":
-            state["gpu"].append(ctx.make_hit(CODE, call.node, "", {}))
+            state["gpu"].append(ctx.make_hit(RULE.code, call.node, "", {}))
 
 
 def check_node(node: ast.AST, ctx: FileContext) -> None:
@@ -155,7 +164,7 @@ GUNICORN_CONFIG = re.compile(r"gunicorn([._-][\w.-]*)?[._-]conf(ig)?([._-][\w.-]
 
 def file_end(ctx: FileContext) -> None:
     """Report multi-worker servers whose app puts a model on the GPU: here, or (deferred) in the app's module."""
-    state: dict[str, Any] | None = ctx.data.get(CODE)
+    state: dict[str, Any] | None = ctx.data.get(RULE.code)
     if not state:
         return
     servers: list[tuple[Hit, str | None]] = list(state["servers"])
@@ -169,7 +178,7 @@ def file_end(ctx: FileContext) -> None:
         if workers is not None and module is not None:
             app = gunicorn["wsgi_app"].value.value
             servers.append((ctx.make_hit(
-                CODE, gunicorn["workers"], f"gunicorn workers = {workers} starts several processes and each loads "
+                RULE.code, gunicorn["workers"], f"gunicorn workers = {workers} starts several processes and each loads "
                 "its own copy of the GPU model", {"workers": workers, "app": app}), module))
     if state["gpu"]:
         line = state["gpu"][0].line

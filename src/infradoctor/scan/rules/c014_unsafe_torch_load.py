@@ -23,9 +23,18 @@ from __future__ import annotations
 
 import ast
 
+from infradoctor.findings import Rule, Severity
 from infradoctor.scan.visitor import CallInfo, Edit, FileContext
 
-CODE = "C014"
+RULE = Rule(
+    "C014",
+    "unsafe-torch-load",
+    Severity.MEDIUM,
+    "torch.load without weights_only=True",
+    fix="Pass weights_only=True (the default from torch 2.6).",
+    risk="Checkpoints that pickle custom objects need torch.serialization.add_safe_globals.",
+    commands=("scan",),
+)
 CALL_NAMES = frozenset({"load"})
 FIX_DESCRIPTION = "added weights_only=True to torch.load(...)"
 
@@ -43,8 +52,8 @@ def check(call: CallInfo, ctx: FileContext) -> None:
             last = max(parts, key=lambda p: (p.end_lineno or 0, p.end_col_offset or 0))
             if last.end_lineno is not None and last.end_col_offset is not None:
                 edit = Edit(last.end_lineno, last.end_col_offset, ", weights_only=True", FIX_DESCRIPTION)
-        ctx.report(CODE, node, "torch.load() without weights_only=True unpickles arbitrary code; pass "
+        ctx.report(RULE.code, node, "torch.load() without weights_only=True unpickles arbitrary code; pass "
                    "weights_only=True", {"weights_only": None}, edit=edit)
     elif isinstance(kw.value, ast.Constant) and kw.value.value is False:
-        ctx.report(CODE, call.node, "torch.load(weights_only=False) unpickles arbitrary code from the file",
+        ctx.report(RULE.code, call.node, "torch.load(weights_only=False) unpickles arbitrary code from the file",
                    {"weights_only": False})

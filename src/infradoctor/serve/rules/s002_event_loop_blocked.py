@@ -27,10 +27,18 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from infradoctor.findings import Finding, Location, Severity, make_finding
+from infradoctor.findings import Finding, Location, Rule, Severity
 from infradoctor.serve.looplag import LoopLagEvidence, StackFrame
 
-CODE = "S002"
+RULE = Rule(
+    "S002",
+    "event-loop-blocked",
+    Severity.HIGH,
+    "Event loop blocked by synchronous work",
+    fix="Run the blocking call in a thread pool (await asyncio.to_thread(fn, ...)) or make the endpoint sync.",
+    risk="Thread pool size limits concurrency; model code must be thread-safe.",
+    commands=("profile",),
+)
 
 MIN_BLOCKED_S = 0.25
 """Total stalled time below which the finding is not raised (one short hiccup at start-up is not a defect)."""
@@ -52,6 +60,7 @@ class Options:
     """See ``HIGH_BLOCKED_FRACTION``."""
 
 
+@RULE.check(LoopLagEvidence, Options)
 def check(evidence: LoopLagEvidence, options: Options | None = None) -> list[Finding]:
     """S002 when the loop was stalled long enough; located at the site that blocked it longest."""
     opts = options or Options()
@@ -94,4 +103,5 @@ def check(evidence: LoopLagEvidence, options: Options | None = None) -> list[Fin
         "stack": [str(f) for f in stack_by_site.get(top, ())[:10]],
     }
     location = Location(top.file, top.line, function=top.function) if top is not None else None
-    return [make_finding(CODE, title, evidence_out, severity=severity, location=location, impact=fraction)]
+    return [RULE.finding(
+            title, evidence_out, severity=severity, location=location, impact=fraction)]

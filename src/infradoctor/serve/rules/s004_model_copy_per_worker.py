@@ -26,10 +26,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infradoctor.findings import Finding, Severity, make_finding
+from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.serve.workers import WorkerLayout
 
-CODE = "S004"
+RULE = Rule(
+    "S004",
+    "model-copy-per-worker",
+    Severity.MEDIUM,
+    "Each worker process holds its own model copy",
+    fix="Use one worker per GPU with async batching, or share weights (preload + fork, or a model server).",
+    risk="Fewer workers means less CPU parallelism for pre/post-processing.",
+    commands=("profile",),
+)
 
 MIN_WORKERS = 2
 """Fewer workers cannot duplicate anything."""
@@ -68,6 +76,7 @@ def _copies(values: list[float | None], minimum: float, similarity: float) -> li
     return measured
 
 
+@RULE.check(WorkerLayout, Options)
 def check(layout: WorkerLayout, options: Options | None = None) -> list[Finding]:
     """S004 when two or more workers each hold a similar, large amount of GPU or private host memory."""
     opts = options or Options()
@@ -97,4 +106,5 @@ def check(layout: WorkerLayout, options: Options | None = None) -> list[Finding]
         "processes": [w.to_dict() for w in workers],
     }
     severity = Severity.HIGH if basis == "gpu" else None
-    return [make_finding(CODE, title, evidence, severity=severity)]
+    return [RULE.finding(
+            title, evidence, severity=severity)]

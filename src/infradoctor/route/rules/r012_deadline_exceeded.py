@@ -18,14 +18,22 @@ Fix:
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding
+from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.logs.evidence import LogsEvidence
-from infradoctor.logs.rules import RuleOptions
-from infradoctor.logs.rules._signature import signature_findings
+from infradoctor.logs.incidents import LogsRuleOptions, signature_findings
 
-CODE = "R012"
+RULE = Rule(
+    "R012",
+    "deadline-exceeded",
+    Severity.HIGH,
+    "Requests exceed their deadline",
+    fix="Find the slow hop from per-stage timing; raise deadlines only if the work legitimately needs it.",
+    risk="Longer deadlines hide slowness.",
+    commands=("logs",),
+)
 
 
-def check(evidence: LogsEvidence, options: RuleOptions) -> list[Finding]:
+@RULE.check(LogsEvidence, LogsRuleOptions)
+def check(evidence: LogsEvidence, options: LogsRuleOptions) -> list[Finding]:
     """One finding with every deadline-exceeded incident."""
-    return signature_findings(evidence, CODE, ("deadline_exceeded",), "Deadline exceeded")
+    return signature_findings(evidence, RULE, ("deadline_exceeded",), "Deadline exceeded")

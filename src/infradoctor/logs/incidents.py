@@ -1,13 +1,23 @@
-"""Shared by the signature rules: one finding per signature family, with its incidents as evidence."""
+"""What the rules over logs share: their options, and one finding per signature family with its incidents."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from infradoctor.findings import Finding, Location, Severity, make_finding
+from infradoctor.findings import Finding, Location, Rule, Severity
 from infradoctor.logs.evidence import Incident, LogsEvidence, iso
 from infradoctor.logs.signatures import BY_ID
+
+
+@dataclass(frozen=True)
+class LogsRuleOptions:
+    """Options every rule over logs receives."""
+
+    min_requests: int = 20
+    """Request-based rules stay quiet below this many requests (too few to judge)."""
+
 
 MAX_LISTED_INCIDENTS = 5
 """Incidents listed in a finding's evidence (all of them are in ``metrics.incidents``)."""
@@ -34,9 +44,9 @@ def incident_summary(incidents: Sequence[Incident]) -> dict[str, object]:
 
 
 def signature_findings(
-    evidence: LogsEvidence, code: str, signatures: Sequence[str], what: str, severity: Severity | None = None
+    evidence: LogsEvidence, rule: Rule, signatures: Sequence[str], what: str, severity: Severity | None = None
 ) -> list[Finding]:
-    """One finding for all incidents of ``signatures`` (which map to ``code``), or none."""
+    """One finding of ``rule`` for all incidents of ``signatures`` (which map to its code), or none."""
     incidents = evidence.incidents_of(*signatures)
     if not incidents:
         return []
@@ -51,7 +61,7 @@ def signature_findings(
     fixes = " ".join(dict.fromkeys(BY_ID[s].fix for s in signatures if s in BY_ID))
     evidence_dict = {"kinds": {s: evidence.signature_counts.get(s, 0) for s in signatures
                                     if evidence.signature_counts.get(s)}, **summary}
-    return [make_finding(code, title, evidence_dict, severity=severity, fix=fixes or None,
+    return [rule.finding(title, evidence_dict, severity=severity, fix=fixes or None,
                          impact=_share(evidence, count), location=largest_file(incidents))]
 
 

@@ -19,19 +19,27 @@ Fix:
 
 from __future__ import annotations
 
-from infradoctor.findings import Finding, make_finding
+from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.logs.evidence import LogsEvidence, iso
-from infradoctor.logs.rules import RuleOptions
-from infradoctor.logs.rules._signature import incident_summary
+from infradoctor.logs.incidents import LogsRuleOptions, incident_summary
 
-CODE = "R009"
+RULE = Rule(
+    "R009",
+    "router-queueing",
+    Severity.MEDIUM,
+    "Requests queue inside the router",
+    fix="Raise backend maxconn/capacity or add backends; shed load early.",
+    risk="More in-flight requests per backend raise its latency.",
+    commands=("logs",),
+)
 QUEUE_MS = 50.0
 """Mean queue time in the worst minute at or above which queueing matters."""
 GROWTH = 2.0
 """Last third over first third of the minutes' mean queue time that counts as growing."""
 
 
-def check(evidence: LogsEvidence, options: RuleOptions) -> list[Finding]:
+@RULE.check(LogsEvidence, LogsRuleOptions)
+def check(evidence: LogsEvidence, options: LogsRuleOptions) -> list[Finding]:
     """Queue growth from HAProxy Tw and overflow incidents."""
     findings = []
     minutes = evidence.queue_by_minute
@@ -42,9 +50,8 @@ def check(evidence: LogsEvidence, options: RuleOptions) -> list[Finding]:
         last = _mean(minutes[-third:])
         growing = len(minutes) >= 3 and last >= GROWTH * max(first, 1.0)
         if worst[2] >= QUEUE_MS and (growing or len(minutes) < 3):
-            findings.append(make_finding(
-                CODE,
-                f"Router queue time reached {worst[2]:.0f} ms mean in a minute"
+            findings.append(RULE.finding(
+            f"Router queue time reached {worst[2]:.0f} ms mean in a minute"
                 + (f", growing from {first:.0f} to {last:.0f} ms" if growing else ""),
                 {"worst_minute": iso(worst[0] * 60), "worst_mean_queue_ms": round(worst[2], 1),
                  "worst_max_queue_ms": worst[3], "first_third_mean_ms": round(first, 1),
@@ -53,7 +60,8 @@ def check(evidence: LogsEvidence, options: RuleOptions) -> list[Finding]:
     overflow = evidence.incidents_of("upstream_overflow")
     if overflow:
         summary = incident_summary(overflow)
-        findings.append(make_finding(CODE, f"{summary['count']} requests rejected by a full queue or circuit breaker",
+        findings.append(RULE.finding(
+            f"{summary['count']} requests rejected by a full queue or circuit breaker",
                                      summary))
     return findings
 
