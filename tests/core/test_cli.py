@@ -215,3 +215,27 @@ def test_sigterm_stops_the_workload_and_keeps_the_partial_result(tmp_path: Path)
     assert wait_until(lambda: not port_open("127.0.0.1", port), timeout=10), "the server outlived infradoctor"
     data = json.loads(out.read_text())
     assert data["command"] == "profile" and data["errors"]
+
+
+def test_command_table_summaries_match_the_commands() -> None:
+    from infradoctor.cli import COMMANDS
+
+    for ref in COMMANDS:
+        command = ref.load()
+        assert command.name == ref.name
+        assert command.summary == ref.summary, ref.name
+
+
+def test_help_imports_only_the_command_it_shows() -> None:
+    # A fresh interpreter: `scan --help` must not import the other commands or the library's heavy parts.
+    code = (
+        "import sys, contextlib, io\n"
+        "from infradoctor.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()): main(['scan', '--help'])\n"
+        "bad = sorted(m for m in sys.modules if m.startswith(('infradoctor.load', 'infradoctor.profile', "
+        "'infradoctor.route', 'infradoctor.logs', 'infradoctor.node', 'infradoctor.report', 'infradoctor.scan.engine', "
+        "'torch', 'numpy', 'polars', 'rich')))\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == ""

@@ -10,9 +10,9 @@ from infradoctor.findings import run_rules as evaluate
 from infradoctor.node.evidence import EccCounts, GpuDevice, HostEvidence, from_dict, to_dict
 from infradoctor.node.gpu.smi_xml import SmiXmlBackend
 from infradoctor.node.kernel import read_kernel_log
-from infradoctor.node.present import sections
 from infradoctor.node.snapshot import NodeRequest, build_result, collect_evidence, evidence_from_metrics
 from infradoctor.report import render
+from infradoctor.report.present.node import sections
 from infradoctor.result import Result
 
 from .builders import evidence, gpu, host

@@ -8,9 +8,9 @@ import pytest
 
 from infradoctor.profile.analyze import analyze, build_metrics, percentile, subsample, warmup_count
 from infradoctor.profile.evidence import ProfileEvidence, SystemSample
-from infradoctor.profile.present import sections
 from infradoctor.profile.result import build_result
 from infradoctor.report import FORMATS, render
+from infradoctor.report.present.profile import sections
 
 from .builders import evidence, loader, steps
 

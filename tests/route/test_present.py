@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from infradoctor.findings import run_rules
 from infradoctor.report.markdown import MarkdownRenderer
+from infradoctor.report.present.route import sections
 from infradoctor.result import new_result
 from infradoctor.route.diagnose import RouteOptions, build_metrics
-from infradoctor.route.present import sections
 from tests.route.builders import B1, B2, BackendSpec, Scenario, evidence, samples
 
 

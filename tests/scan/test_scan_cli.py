@@ -296,8 +296,8 @@ def test_unchecked_input_never_passes(cli, project: Path, tmp_path: Path) -> Non
     data = json.loads(as_json.stdout)
     assert [e["source"] for e in data["errors"]] == ["scan:parse-error"]
     assert data["metrics"]["headline"]["file_problems"] == 1 and data["metrics"]["headline"]["files_scanned"] == 1
+    from infradoctor.report.present.scan import sections
     from infradoctor.result import Result
-    from infradoctor.scan.present import sections
 
     [section] = sections(Result.from_dict(data))
     assert "1 file problem (could not be read, decoded, parsed or fixed): see the errors" in section.lines

@@ -15,8 +15,8 @@ import pytest
 
 from infradoctor.procs import free_port, port_open
 from infradoctor.profile.rules import RuleOptions
+from infradoctor.profile_load.run import ServiceLoadOptions, profile_service
 from infradoctor.result import Result
-from infradoctor.serve.load_profile import ServiceLoadOptions, profile_service
 from tests.serve import apps
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

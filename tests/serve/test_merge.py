@@ -7,9 +7,9 @@ from collections.abc import Callable
 import pytest
 
 from infradoctor.findings import Location, make_finding
+from infradoctor.profile_load.run import ServiceLoadOptions, merge_results
 from infradoctor.report import FORMATS, render
 from infradoctor.result import ErrorNote, new_result
-from infradoctor.serve.load_profile import ServiceLoadOptions, merge_results
 from infradoctor.serve.looplag import LoopLagEvidence, LoopStall, StackFrame
 from infradoctor.serve.workers import WorkerLayout, WorkerProcess
 

@@ -9,14 +9,14 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from infradoctor.environment import describe_environment
 from infradoctor.errors import EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK, StoreError, UsageError
 from infradoctor.findings import Severity
-from infradoctor.report.terminal import TerminalRenderer
-from infradoctor.result import ErrorNote, Result
-from infradoctor.store import RunStore, default_store_dir
+
+if TYPE_CHECKING:  # the CLI imports what a command needs when it runs, so that --help and --version start fast
+    from infradoctor.result import Result
+    from infradoctor.store import RunStore
 
 
 class Command(abc.ABC):
@@ -55,6 +55,8 @@ def add_store_option(parser: argparse.ArgumentParser) -> None:
 
 def open_store(args: argparse.Namespace) -> RunStore:
     """The run store the user asked for."""
+    from infradoctor.store import RunStore, default_store_dir
+
     return RunStore(args.store if getattr(args, "store", None) else default_store_dir())
 
 
@@ -104,6 +106,8 @@ def summary_stream(args: argparse.Namespace) -> TextIO:
 
 def print_result(result: Result, stream: TextIO) -> None:
     """The terminal rendering of a result."""
+    from infradoctor.report.terminal import TerminalRenderer
+
     color = stream.isatty() and "NO_COLOR" not in os.environ
     width = 110
     with contextlib.suppress(OSError, ValueError, AttributeError):
@@ -114,14 +118,16 @@ def print_result(result: Result, stream: TextIO) -> None:
 
 def finish(args: argparse.Namespace, result: Result) -> int:
     """Attach label/note/environment, store, write JSON, print the summary, and decide the exit code."""
+    from infradoctor.environment import describe_environment
+    from infradoctor.redact import redact
+    from infradoctor.result import ErrorNote, Result
+
     fail_on = parse_fail_on(getattr(args, "fail_on", None))
     result = result.with_(
         label=getattr(args, "label", None) or result.label,
         note=getattr(args, "note", None) or result.note,
         environment=result.environment or describe_environment(),
     )
-    from infradoctor.redact import redact
-
     stored = False
     if not getattr(args, "no_store", False):
         try:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from infradoctor.cli.base import Command, add_store_option, open_store, print_result
 from infradoctor.errors import EXIT_FINDINGS, EXIT_OK, UsageError
-from infradoctor.report import render
+
+if TYPE_CHECKING:
+    pass
 
 
 class CompareCommand(Command):
@@ -38,6 +41,7 @@ class CompareCommand(Command):
     def run(self, args: argparse.Namespace) -> int:
         """Load both runs and print the comparison."""
         from infradoctor.compare import compare_results
+        from infradoctor.report import render
 
         if args.resamples < 50:
             raise UsageError("--resamples must be at least 50")

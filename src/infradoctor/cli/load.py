@@ -18,7 +18,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infradoctor.cli.base import (
     Command,
@@ -30,15 +30,13 @@ from infradoctor.cli.base import (
     positive_seconds,
 )
 from infradoctor.errors import EXIT_INTERRUPTED, EXIT_TARGET, UsageError
-from infradoctor.load import client
-from infradoctor.load.analysis import build_metrics, diagnose
-from infradoctor.load.engine import PointResult, Progress, StopSignal, run_point_async, run_sync
-from infradoctor.load.nullserver import null_server
-from infradoctor.load.pacer import ARRIVALS
-from infradoctor.load.spec import RequestSpec, Target, force_stream, openai_default_body
-from infradoctor.load.sweep import Slo, SweepResult, run_sweep_async
 from infradoctor.load.taxonomy import CONNECT_ERROR, CONNECT_REFUSED, CONNECT_TIMEOUT
-from infradoctor.result import ErrorNote, new_result, utc_now_iso
+
+if TYPE_CHECKING:
+    from infradoctor.load.engine import PointResult, Progress
+    from infradoctor.load.spec import RequestSpec
+    from infradoctor.load.sweep import Slo, SweepResult
+    from infradoctor.result import ErrorNote
 
 _CONNECT_CLASSES = (CONNECT_REFUSED, CONNECT_TIMEOUT, CONNECT_ERROR)
 CALIBRATE_CONCURRENCY = 32
@@ -61,6 +59,8 @@ class LoadCommand(Command):
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         """Arguments."""
+        from infradoctor.load.pacer import ARRIVALS
+
         parser.add_argument("url", nargs="?", help="target URL (http:// or https://)")
         parser.add_argument("--method", "-X", help="HTTP method (default GET, POST with a body)")
         body = parser.add_mutually_exclusive_group()
@@ -130,6 +130,8 @@ class LoadCommand(Command):
 
     # ------------------------------------------------------------------ spec
     def _spec(self, args: argparse.Namespace, url: str) -> RequestSpec:
+        from infradoctor.load.spec import RequestSpec, Target, force_stream, openai_default_body
+
         Target.parse(url)
         headers = parse_headers(args.header, "--header")
         bodies: list[bytes] = []
@@ -169,6 +171,11 @@ class LoadCommand(Command):
     # ------------------------------------------------------------------ run
     def run(self, args: argparse.Namespace) -> int:
         """Run the sweep (or the calibration) and finish the result."""
+        from infradoctor.load import client
+        from infradoctor.load.analysis import build_metrics, diagnose
+        from infradoctor.load.sweep import Slo
+        from infradoctor.result import ErrorNote, new_result, utc_now_iso
+
         if args.calibrate:
             return self._calibrate(args)
         if not args.url:
@@ -241,6 +248,9 @@ class LoadCommand(Command):
     def _drive(
         self, args: argparse.Namespace, spec: RequestSpec, options: dict[str, Any]
     ) -> tuple[SweepResult, list[ErrorNote]]:
+        from infradoctor.load.engine import StopSignal, run_sync
+        from infradoctor.load.sweep import SweepResult, run_sweep_async
+
         stop = StopSignal()
         display = _ProgressDisplay(enabled=not args.quiet)
         finished: list[PointResult] = []
@@ -287,6 +297,14 @@ class LoadCommand(Command):
             return partial, []
 
     def _calibrate(self, args: argparse.Namespace) -> int:
+        from infradoctor.load import client
+        from infradoctor.load.analysis import build_metrics
+        from infradoctor.load.engine import run_point_async, run_sync
+        from infradoctor.load.nullserver import null_server
+        from infradoctor.load.spec import RequestSpec
+        from infradoctor.load.sweep import SweepResult
+        from infradoctor.result import new_result, utc_now_iso
+
         levels = parse_levels(args.concurrency, int, "--concurrency") if args.concurrency else [CALIBRATE_CONCURRENCY]
         concurrency = levels[0] if isinstance(levels, list) else CALIBRATE_CONCURRENCY
         duration = args.duration or 3.0

@@ -9,28 +9,19 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from rich.console import Console, Group
-from rich.live import Live
-from rich.table import Table
-from rich.text import Text
+if TYPE_CHECKING:
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    from infradoctor.node.snapshot import NodeRequest
+    from infradoctor.node.watch import WatchSample
+    from infradoctor.result import Result
 
 from infradoctor.cli.base import Command, add_result_options, finish, summary_stream
 from infradoctor.errors import EXIT_TARGET, UsageError
-from infradoctor.node.gpu import BACKEND_CHOICES
-from infradoctor.node.gpu.nvml import record_live_nvml
-from infradoctor.node.snapshot import NodeRequest, build_result, collect_evidence, open_backend
-from infradoctor.node.watch import (
-    MIN_INTERVAL_S,
-    NodeSampler,
-    WatchSample,
-    distributions,
-    summarize,
-    watch,
-    write_record_line,
-)
-from infradoctor.result import Result, utc_now_iso
 
 HISTORY_ROWS = 10
 """Rows of recent samples in the live view."""
@@ -53,6 +44,8 @@ class NodeCommand(Command):
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         """Arguments."""
+        from infradoctor.node.gpu import BACKEND_CHOICES
+
         gpu = parser.add_argument_group("GPU evidence")
         gpu.add_argument("--gpu-backend", choices=BACKEND_CHOICES, default="auto",
                          help="how to read GPUs: NVML, nvidia-smi XML, or not at all (default: auto)")
@@ -78,6 +71,11 @@ class NodeCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         """Probe, evaluate, report."""
+        from infradoctor.node.gpu.nvml import record_live_nvml
+        from infradoctor.node.snapshot import NodeRequest, build_result, collect_evidence
+        from infradoctor.node.watch import MIN_INTERVAL_S
+        from infradoctor.result import utc_now_iso
+
         if args.smi_xml is not None and args.nvml_record is not None:
             raise UsageError("give either --smi-xml or --nvml-record, not both")
         if not args.watch and (args.record is not None or args.duration is not None):
@@ -114,6 +112,13 @@ class NodeCommand(Command):
         return code
 
     def _watch(self, args: argparse.Namespace, request: NodeRequest, started_at: str, start: float) -> Result:
+        from rich.console import Console
+        from rich.live import Live
+
+        from infradoctor.node.snapshot import build_result, collect_evidence, open_backend
+        from infradoctor.node.watch import NodeSampler, distributions, summarize, watch, write_record_line
+        from infradoctor.result import utc_now_iso
+
         backend, selection_notes = open_backend(request)
         sampler = NodeSampler(backend)
         samples: list[WatchSample] = []
@@ -181,6 +186,10 @@ def _fmt(value: float | None) -> str:
 
 def live_table(samples: Sequence[WatchSample], interval_s: float) -> Group:
     """The live view: recent host samples, then one row per GPU with a utilisation sparkline."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
     latest = samples[-1].values
     gpu_ids = sorted({name.split("_", 1)[0] for name in latest if name.startswith("gpu")}, key=lambda g: int(g[3:]))
     recent = samples[-SPARK_SAMPLES:]

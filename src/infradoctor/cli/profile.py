@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from infradoctor.cli.base import Command, add_result_options, finish
 from infradoctor.cli.profile_load import add_load_options, run_with_load
 from infradoctor.errors import TargetError, UsageError
-from infradoctor.profile.launcher import ProfileOptions
-from infradoctor.profile.result import profile_run
-from infradoctor.profile.rules import RuleOptions
+
+if TYPE_CHECKING:
+    pass
 
 
 class ProfileCommand(Command):
@@ -44,6 +45,10 @@ class ProfileCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         """Profile the workload and report."""
+        from infradoctor.profile.launcher import ProfileOptions
+        from infradoctor.profile.result import profile_run
+        from infradoctor.profile.rules import RuleOptions
+
         argv = list(args.workload)
         if argv and argv[0] == "--":
             argv = argv[1:]

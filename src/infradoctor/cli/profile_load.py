@@ -10,23 +10,19 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from infradoctor.cli.base import finish_interruptible, parse_headers, parse_levels, positive_seconds
 from infradoctor.errors import EXIT_INTERRUPTED, EXIT_TARGET, UsageError
-from infradoctor.profile.launcher import ProfileOptions
-from infradoctor.profile.rules import RuleOptions
-from infradoctor.serve.load_profile import (
-    DEFAULT_LEVELS,
-    DEFAULT_POINT_DURATION_S,
-    DEFAULT_READY_TIMEOUT_S,
-    ServiceLoadOptions,
-    profile_service,
-    service_failed,
-)
+
+if TYPE_CHECKING:
+    pass
 
 
 def add_load_options(parser: argparse.ArgumentParser) -> None:
     """The ``service under load`` option group."""
+    from infradoctor.profile_load import DEFAULT_LEVELS, DEFAULT_POINT_DURATION_S, DEFAULT_READY_TIMEOUT_S
+
     group = parser.add_argument_group(
         "service under load",
         "With --load-url the command starts a server: it is profiled while a load sweep runs against URL,\n"
@@ -54,6 +50,10 @@ def add_load_options(parser: argparse.ArgumentParser) -> None:
 
 def run_with_load(args: argparse.Namespace, argv: list[str]) -> int:
     """``profile --load-url``: run, load, stop, merge, finish."""
+    from infradoctor.profile.launcher import ProfileOptions
+    from infradoctor.profile.rules import RuleOptions
+    from infradoctor.profile_load.run import ServiceLoadOptions, profile_service, service_failed
+
     if args.steps is not None or args.duration is not None:
         raise UsageError("--steps and --duration do not apply with --load-url (the sweep decides how long it runs)")
     if args.point_duration <= 0 or args.load_timeout <= 0 or args.ready_timeout <= 0:

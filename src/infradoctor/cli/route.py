@@ -8,13 +8,14 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from infradoctor.cli.base import Command, add_result_options, finish_interruptible, parse_headers
 from infradoctor.errors import EXIT_INTERRUPTED, EXIT_TARGET, UsageError
-from infradoctor.load.engine import StopSignal
-from infradoctor.result import Result
-from infradoctor.route.diagnose import RouteOptions, diagnose, parse_weights, router_unreachable
-from infradoctor.route.rules._common import DEFAULT_SLOW_MS
+
+if TYPE_CHECKING:
+    from infradoctor.load.engine import StopSignal
+    from infradoctor.result import Result
 
 
 class RouteCommand(Command):
@@ -35,6 +36,8 @@ class RouteCommand(Command):
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         """Arguments."""
+        from infradoctor.route.rules._common import DEFAULT_SLOW_MS
+
         parser.add_argument("--router", required=True, metavar="URL", help="router URL including the request path")
         parser.add_argument(
             "--backend",
@@ -79,6 +82,9 @@ class RouteCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         """Probe and report."""
+        from infradoctor.load.engine import StopSignal
+        from infradoctor.route.diagnose import RouteOptions, diagnose, parse_weights, router_unreachable
+
         body = None
         if args.body is not None:
             try:

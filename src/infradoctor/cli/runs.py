@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from infradoctor.cli.base import Command, add_store_option, open_store
 from infradoctor.errors import EXIT_OK
-from infradoctor.report.sections import format_value
+
+if TYPE_CHECKING:
+    pass
 
 
 class RunsCommand(Command):
@@ -26,6 +29,8 @@ class RunsCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         """Print the list."""
+        from infradoctor.report.sections import format_value
+
         store = open_store(args)
         runs = store.list(command=args.only_command, label=args.label, limit=args.limit)
         if args.format == "json":

@@ -6,14 +6,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from infradoctor.cli.base import Command, add_result_options, finish
 from infradoctor.errors import EXIT_FINDINGS, EXIT_USAGE, UsageError
-from infradoctor.result import utc_now_iso
-from infradoctor.scan.config import ConfigError
-from infradoctor.scan.engine import ScanOptions, ScanReport, scan_paths
-from infradoctor.scan.output import format_text, to_result
-from infradoctor.scan.sarif import to_sarif
+
+if TYPE_CHECKING:
+    from infradoctor.scan.engine import ScanReport
 
 
 def _codes(values: list[str] | None) -> list[str] | None:
@@ -73,6 +72,12 @@ class ScanCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         """Scan, write the chosen format, store the run; exit 1 on findings or unchecked files, 2 on missing paths."""
+        from infradoctor.result import utc_now_iso
+        from infradoctor.scan.config import ConfigError
+        from infradoctor.scan.engine import ScanOptions, scan_paths
+        from infradoctor.scan.output import format_text, to_result
+        from infradoctor.scan.sarif import to_sarif
+
         if args.format == "json" and args.json and args.output and args.json != args.output:
             raise UsageError("--format json writes the result; use either --output or --json")
         if args.json == "-" and args.format != "json" and not args.output:

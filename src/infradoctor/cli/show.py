@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from infradoctor.cli.base import Command, add_store_option, open_store, print_result
 from infradoctor.errors import EXIT_OK, UsageError
-from infradoctor.report import render
+
+if TYPE_CHECKING:
+    pass
 
 
 class ShowCommand(Command):
@@ -30,6 +33,8 @@ class ShowCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         """Render the run."""
+        from infradoctor.report import render
+
         result = open_store(args).load(args.run)
         if args.format == "terminal" and not args.output:
             print_result(result, sys.stdout)

@@ -14,18 +14,35 @@ Inside a running event loop use ``run_point_async`` / ``run_sweep_async``. ``on_
 ``RequestOutcome`` per request (status, latencies, error class, captured headers, Server-Timing stages).
 """
 
-from infradoctor.load.engine import (
-    PointResult,
-    Progress,
-    RequestOutcome,
-    StopSignal,
-    run_point,
-    run_point_async,
-)
-from infradoctor.load.histogram import Histogram
-from infradoctor.load.knee import Knee, find_knee
-from infradoctor.load.spec import RequestSpec
-from infradoctor.load.sweep import Slo, SweepResult, run_sweep, run_sweep_async
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from infradoctor._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from infradoctor.load.engine import PointResult, Progress, RequestOutcome, StopSignal, run_point, run_point_async
+    from infradoctor.load.histogram import Histogram
+    from infradoctor.load.knee import Knee, find_knee
+    from infradoctor.load.spec import RequestSpec
+    from infradoctor.load.sweep import Slo, SweepResult, run_sweep, run_sweep_async
+
+__getattr__ = lazy_exports(__name__, {
+    "PointResult": "engine",
+    "Progress": "engine",
+    "RequestOutcome": "engine",
+    "StopSignal": "engine",
+    "run_point": "engine",
+    "run_point_async": "engine",
+    "Histogram": "histogram",
+    "Knee": "knee",
+    "find_knee": "knee",
+    "RequestSpec": "spec",
+    "Slo": "sweep",
+    "SweepResult": "sweep",
+    "run_sweep": "sweep",
+    "run_sweep_async": "sweep",
+})
 
 __all__ = [
     "Histogram",

@@ -22,6 +22,20 @@ of that evidence. :mod:`.watch` samples over time for ``--watch``.
   null; then also ``distributions``: the sampled values per metric (``cpu_util_pct``, ``gpu0_util_pct`` ...).
 """
 
-from infradoctor.node.snapshot import NodeRequest, build_result, collect_evidence, evidence_from_metrics
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from infradoctor._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from infradoctor.node.snapshot import NodeRequest, build_result, collect_evidence, evidence_from_metrics
+
+__getattr__ = lazy_exports(__name__, {
+    "NodeRequest": "snapshot",
+    "build_result": "snapshot",
+    "collect_evidence": "snapshot",
+    "evidence_from_metrics": "snapshot",
+})
 
 __all__ = ["NodeRequest", "build_result", "collect_evidence", "evidence_from_metrics"]

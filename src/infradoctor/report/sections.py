@@ -1,6 +1,6 @@
 """Command-specific tables, built from a result's metrics, that every renderer shows the same way.
 
-Each command package may provide ``infradoctor.<command>.present`` with ``sections(result) -> list[Section]``; the
+Each command has a presenter ``infradoctor.report.present.<command>`` with ``sections(result) -> list[Section]``; the
 renderers call it and lay the sections out in their own format. Computation stays out of renderers.
 """
 
@@ -62,7 +62,7 @@ SectionBuilder = Callable[[Result], list[Section]]
 def command_sections(result: Result) -> tuple[list[Section], list[ErrorNote]]:
     """Sections from the command's ``present`` module; a failing builder becomes an error note, not a crash."""
     try:
-        module = importlib.import_module(f"infradoctor.{result.command}.present")
+        module = importlib.import_module(f"infradoctor.report.present.{result.command}")
     except ModuleNotFoundError:
         return [], []
     builder: SectionBuilder | None = getattr(module, "sections", None)

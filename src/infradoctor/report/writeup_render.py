@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
-from infradoctor.compare.present import verdict
 from infradoctor.report.charts import all_charts
 from infradoctor.report.html import html_page
 from infradoctor.report.markdown import md_escape
+from infradoctor.report.present.compare import verdict
 from infradoctor.report.sections import format_value
 from infradoctor.report.writeup import Writeup, finding_line
 from infradoctor.result import Result

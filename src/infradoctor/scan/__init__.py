@@ -16,6 +16,21 @@ Result ``metrics`` layout:
 - ``selected``: codes that ran; ``config``: pyproject.toml files that configured the scan.
 """
 
-from infradoctor.scan.engine import ScanOptions, ScanReport, Violation, scan_paths, scan_source
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from infradoctor._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from infradoctor.scan.engine import ScanOptions, ScanReport, Violation, scan_paths, scan_source
+
+__getattr__ = lazy_exports(__name__, {
+    "ScanOptions": "engine",
+    "ScanReport": "engine",
+    "Violation": "engine",
+    "scan_paths": "engine",
+    "scan_source": "engine",
+})
 
 __all__ = ["ScanOptions", "ScanReport", "Violation", "scan_paths", "scan_source"]

@@ -21,12 +21,37 @@ Each response carries ``X-Request-ID`` and ``Server-Timing: preprocess;dur=1.20,
 
 from __future__ import annotations
 
-from infradoctor.serve.looplag import LoopLagEvidence, LoopLagMonitor, LoopStall, StackFrame
-from infradoctor.serve.metrics import ServeMetrics
-from infradoctor.serve.middleware import ACCESS_LOGGER, TimingMiddleware
-from infradoctor.serve.server_timing import format_server_timing
-from infradoctor.serve.stages import RequestTiming, Stage, current_timing, record, request_timing, stage
-from infradoctor.serve.workers import WorkerLayout, WorkerProcess, worker_layout
+from typing import TYPE_CHECKING
+
+from infradoctor._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from infradoctor.serve.looplag import LoopLagEvidence, LoopLagMonitor, LoopStall, StackFrame
+    from infradoctor.serve.metrics import ServeMetrics
+    from infradoctor.serve.middleware import ACCESS_LOGGER, TimingMiddleware
+    from infradoctor.serve.server_timing import format_server_timing
+    from infradoctor.serve.stages import RequestTiming, Stage, current_timing, record, request_timing, stage
+    from infradoctor.serve.workers import WorkerLayout, WorkerProcess, worker_layout
+
+__getattr__ = lazy_exports(__name__, {
+    "LoopLagEvidence": "looplag",
+    "LoopLagMonitor": "looplag",
+    "LoopStall": "looplag",
+    "StackFrame": "looplag",
+    "ServeMetrics": "metrics",
+    "ACCESS_LOGGER": "middleware",
+    "TimingMiddleware": "middleware",
+    "format_server_timing": "server_timing",
+    "RequestTiming": "stages",
+    "Stage": "stages",
+    "current_timing": "stages",
+    "record": "stages",
+    "request_timing": "stages",
+    "stage": "stages",
+    "WorkerLayout": "workers",
+    "WorkerProcess": "workers",
+    "worker_layout": "workers",
+})
 
 __all__ = [
     "ACCESS_LOGGER",

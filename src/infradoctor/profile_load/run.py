@@ -52,19 +52,11 @@ from infradoctor.profile.instrument import NO_ALLOC_SAMPLING_ENV
 from infradoctor.profile.launcher import ProfiledProcess, ProfileOptions, start_profiled
 from infradoctor.profile.result import build_result
 from infradoctor.profile.rules import RuleOptions
+from infradoctor.profile_load import DEFAULT_LEVELS, DEFAULT_POINT_DURATION_S, DEFAULT_READY_TIMEOUT_S
 from infradoctor.result import ErrorNote, Result, utc_now_iso
 from infradoctor.serve import autoattach
 from infradoctor.serve.looplag import LoopLagEvidence
 from infradoctor.serve.workers import WorkerLayout, worker_layout
-
-DEFAULT_READY_TIMEOUT_S = 120.0
-"""How long the server may take to answer its first request (model loading included)."""
-
-DEFAULT_LEVELS: tuple[int, ...] = (1, 2, 4, 8, 16)
-"""Concurrency levels of the sweep unless given (``auto`` doubles until the knee instead)."""
-
-DEFAULT_POINT_DURATION_S = 3.0
-"""Seconds per load level."""
 
 SETTLE_INTERVAL_S = 1.0
 """After the server answers, its process tree is read this often until it holds still."""

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from infradoctor.load.present import sections as load_sections
+from infradoctor.report.present.load import sections as load_sections
 from infradoctor.report.sections import Section, Table
 from infradoctor.result import Result
 

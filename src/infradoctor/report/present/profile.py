@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from infradoctor.report.present.serve import service_sections
 from infradoctor.report.sections import Bar, Section, Table
 from infradoctor.result import Result
-from infradoctor.serve.present import service_sections
 
 _PHASE_LABELS = {
     "data_wait": "data wait",
