@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from infradoctor.findings import Finding, Location, make_finding
 from infradoctor.result import ErrorNote, Result, new_result
 from infradoctor.scan.engine import FileProblem, ScanReport, Violation
+from infradoctor.scan.metrics import AppliedFix, ScanHeadline, ScanMetrics
 
 BY_FILE_LIMIT = 50
 """How many files ``metrics.by_file`` lists (those with most findings)."""
@@ -91,30 +92,29 @@ def to_result(report: ScanReport, *, started_at: str, paths: Sequence[str]) -> R
     by_code = Counter(v.code for v in report.violations)
     by_file = Counter(v.path for v in report.violations)
     lines_per_s = report.lines_scanned / report.duration_s if report.duration_s > 0 else None
-    metrics = {
-        "headline": {
-            "findings": len(report.violations),
-            "files_scanned": report.files_scanned,
-            "lines_scanned": report.lines_scanned,
-            "file_problems": len(report.problems),
-            "suppressed": report.suppressed,
-            "fixes_applied": len(report.fixes),
-            "lines_per_s": round(lines_per_s, 1) if lines_per_s is not None else None,
-        },
-        "by_code": dict(sorted(by_code.items())),
-        "by_file": dict(by_file.most_common(BY_FILE_LIMIT)),
-        "fixes": [{"file": f.path, "line": f.line, "code": f.code, "description": f.description}
-                  for f in report.fixes],
-        "selected": list(report.selected),
-        "config": list(report.config_sources),
-    }
+    metrics = ScanMetrics(
+        headline=ScanHeadline(
+            findings=len(report.violations),
+            files_scanned=report.files_scanned,
+            lines_scanned=report.lines_scanned,
+            file_problems=len(report.problems),
+            suppressed=report.suppressed,
+            fixes_applied=len(report.fixes),
+            lines_per_s=round(lines_per_s, 1) if lines_per_s is not None else None,
+        ),
+        by_code=dict(sorted(by_code.items())),
+        by_file=dict(by_file.most_common(BY_FILE_LIMIT)),
+        fixes=tuple(AppliedFix(f.path, f.line, f.code, f.description) for f in report.fixes),
+        selected=tuple(report.selected),
+        config=tuple(report.config_sources),
+    )
     errors = [ErrorNote(f"scan:{p.kind}", format_problem(p)) for p in report.problems]
     return new_result(
         "scan",
         started_at=started_at,
         duration_s=report.duration_s,
         target={"paths": list(paths)},
-        metrics=metrics,
+        metrics=metrics.to_dict(),
         findings=[to_finding(v) for v in report.violations],
         errors=errors,
     )

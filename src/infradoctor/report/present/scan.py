@@ -2,40 +2,33 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from infradoctor.findings import catalog
 from infradoctor.report.sections import Section, Table
 from infradoctor.result import Result
+from infradoctor.scan.metrics import ScanMetrics
 
 
 def sections(result: Result) -> list[Section]:
     """Findings per rule, the files with most findings, and what the scan covered."""
-    metrics = result.metrics if isinstance(result.metrics, Mapping) else {}
-    out: list[Section] = []
-    by_code = metrics.get("by_code") or {}
+    metrics = ScanMetrics.from_dict(result.metrics)
     tables = []
-    if by_code:
-        rows = [(code, catalog()[code].name if code in catalog() else "", int(count))
-                for code, count in by_code.items()]
+    if metrics.by_code:
+        rows = [(code, catalog()[code].name if code in catalog() else "", count)
+                for code, count in metrics.by_code.items()]
         tables.append(Table(columns=("code", "name", "findings"), rows=rows, title="Findings by rule"))
-    by_file = metrics.get("by_file") or {}
-    if by_file:
-        tables.append(Table(columns=("file", "findings"), rows=[(f, int(n)) for f, n in list(by_file.items())[:10]],
+    if metrics.by_file:
+        tables.append(Table(columns=("file", "findings"), rows=list(metrics.by_file.items())[:10],
                             title="Files with most findings"))
-    fixes = metrics.get("fixes") or []
-    if fixes:
+    if metrics.fixes:
         tables.append(Table(columns=("file", "line", "code", "change"),
-                            rows=[(f["file"], f["line"], f["code"], f["description"]) for f in fixes],
+                            rows=[(f.file, f.line, f.code, f.description) for f in metrics.fixes],
                             title="Fixes applied"))
-    headline = metrics.get("headline") or {}
-    lines = [f"{headline.get('files_scanned', 0)} files, {headline.get('lines_scanned', 0)} lines scanned"
-             f"; {headline.get('suppressed', 0)} findings suppressed by noqa"]
-    problems = int(headline.get("file_problems") or 0)
-    if problems:
-        lines.append(f"{problems} file problem{'s' if problems != 1 else ''} (could not be read, decoded, parsed "
-                     "or fixed): see the errors")
-    if metrics.get("config"):
-        lines.append("configuration: " + ", ".join(metrics["config"]))
-    out.append(Section(title="Static checks", tables=tables, lines=lines))
-    return out
+    head = metrics.headline
+    lines = [f"{head.files_scanned} files, {head.lines_scanned} lines scanned"
+             f"; {head.suppressed} findings suppressed by noqa"]
+    if head.file_problems:
+        lines.append(f"{head.file_problems} file problem{'s' if head.file_problems != 1 else ''} (could not be "
+                     "read, decoded, parsed or fixed): see the errors")
+    if metrics.config:
+        lines.append("configuration: " + ", ".join(metrics.config))
+    return [Section(title="Static checks", tables=tables, lines=lines)]
