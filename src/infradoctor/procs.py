@@ -10,7 +10,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -93,16 +93,73 @@ def wait_for_http(url: str, *, timeout: float, proc: subprocess.Popen[bytes] | N
     )
 
 
-def stop_process(proc: subprocess.Popen[bytes], *, grace_s: float = 5.0, group: bool = False) -> int | None:
-    """Stop a child: SIGINT, then SIGTERM, then SIGKILL, each after ``grace_s``; returns its exit code."""
+def stop_process(
+    proc: subprocess.Popen[bytes],
+    *,
+    grace_s: float = 5.0,
+    group: bool = False,
+    poll: Callable[[], int | None] | None = None,
+    before_signal: Callable[[signal.Signals], None] | None = None,
+) -> int | None:
+    """Stop a child: SIGINT, then SIGTERM, then SIGKILL, each after ``grace_s``; returns its exit code.
+
+    ``group`` signals the child's whole process group (the child was started with ``start_new_session``), so
+    that what it forked stops too. ``poll`` replaces ``proc.poll`` (a caller that records the exit itself);
+    ``before_signal`` runs before each signal is sent.
+    """
+    check = poll or proc.poll
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
-        if proc.poll() is not None:
+        if check() is not None:
             break
+        if before_signal is not None:
+            before_signal(sig)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             if group:
                 os.killpg(proc.pid, sig)
             else:
                 proc.send_signal(sig)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=grace_s if sig != signal.SIGKILL else 10.0)
-    return proc.poll()
+        deadline = time.monotonic() + (grace_s if sig != signal.SIGKILL else 10.0)
+        while time.monotonic() < deadline and check() is None:
+            time.sleep(0.02)
+    return check()
+
+
+@dataclass(frozen=True)
+class Captured:
+    """What a command printed and how it ended (:func:`run_capture`)."""
+
+    returncode: int | None
+    """Its exit status; None when it could not be run or ran out of time."""
+    stdout: bytes
+    """Standard output (empty when it did not run)."""
+    stderr: bytes
+    """Standard error."""
+    error: str | None = None
+    """Why it did not run to the end: ``not installed``, ``timed out after N s``, an OSError; else None."""
+
+    @property
+    def ok(self) -> bool:
+        """True when it ran and exited 0."""
+        return self.returncode == 0
+
+    def reason(self) -> str:
+        """One line on why it failed (for notes): the error, or the exit status with the first stderr line."""
+        if self.error:
+            return self.error
+        lines = (self.stderr or self.stdout).decode("utf-8", "replace").strip().splitlines()
+        return f"exit {self.returncode}: {lines[0] if lines else 'no output'}"
+
+
+def run_capture(argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None) -> Captured:
+    """Run a command to the end with a deadline and capture its output; never raises."""
+    try:
+        proc = subprocess.run(  # noqa: S603 - argv built by the caller from fixed parts
+            list(argv), capture_output=True, timeout=timeout, check=False, env=dict(env) if env is not None else None
+        )
+    except FileNotFoundError:
+        return Captured(None, b"", b"", "not installed")
+    except subprocess.TimeoutExpired as exc:
+        return Captured(None, exc.stdout or b"", exc.stderr or b"", f"timed out after {timeout:g} s")
+    except OSError as exc:
+        return Captured(None, b"", b"", f"{type(exc).__name__}: {exc}")
+    return Captured(proc.returncode, proc.stdout, proc.stderr)

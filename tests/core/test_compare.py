@@ -4,7 +4,7 @@ from infradoctor.compare import compare_results, lower_is_better
 from infradoctor.compare.analysis import compare_changes
 from infradoctor.findings import make_finding
 from infradoctor.result import new_result
-from infradoctor.stats import bootstrap_diff_ci, mean, order_statistic_ci, quantile
+from infradoctor.stats import bootstrap_differences, mean, quantile, quantile_ranks
 from infradoctor.store import RunStore
 
 
@@ -25,20 +25,20 @@ def samples(seed: int, centre: float, n: int = 800) -> list[float]:
     return [rng.gauss(centre, centre * 0.1) for _ in range(n)]
 
 
-def test_quantile_matches_linear_interpolation() -> None:
+def test_quantile_is_nearest_rank() -> None:
     values = [1.0, 2.0, 3.0, 4.0]
-    assert quantile(values, 0.5) == 2.5
+    assert quantile(values, 0.5) == 2.0
     assert quantile(values, 0.0) == 1.0 and quantile(values, 1.0) == 4.0
     assert mean(values) == 2.5
-    lo, hi = order_statistic_ci(1000, 0.99)
-    assert lo < 990 < hi <= 999
+    lo, hi = quantile_ranks(1000, 0.99)
+    assert lo < 990 < hi <= 1000
 
 
 def test_bootstrap_detects_real_change_and_not_noise() -> None:
-    diff, low, high = bootstrap_diff_ci(samples(1, 100), samples(2, 50), mean, resamples=200)
-    assert -55 < diff < -45 and high < 0
+    diff, low, high = bootstrap_differences(samples(2, 50), samples(1, 100), ["mean"], resamples=200)["mean"]
+    assert -55 < diff < -45 and high < 0  # after - before
     same = samples(3, 100)
-    diff, low, high = bootstrap_diff_ci(same, list(reversed(same)), mean, resamples=200)
+    diff, low, high = bootstrap_differences(list(reversed(same)), same, ["mean"], resamples=200)["mean"]
     assert abs(diff) < 1e-9 and low < 0 < high
 
 

@@ -118,7 +118,7 @@ def test_backend_reports_a_failing_binary(tmp_path: Path) -> None:
     )
     probe = SmiXmlBackend(binary=binary).probe()
     assert probe.snapshot.available is False
-    assert "exited 9" in probe.notes[0].message and "couldn't communicate" in probe.notes[0].message
+    assert "exit 9" in probe.notes[0].message and "couldn't communicate" in probe.notes[0].message
 
 
 def test_backend_without_binary(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infradoctor.result import Result, new_result, utc_now_iso
-from infradoctor.stats import bootstrap_diff_ci, statistic
+from infradoctor.stats import bootstrap_differences, statistic
 
 _HIGHER_BETTER = re.compile(
     r"(throughput|per_s|_rps|rps$|qps|samples_s|tokens_s|goodput|speedup|hit_rate|"
@@ -31,6 +31,8 @@ _LOWER_BETTER = re.compile(
     r"overhead|lag|blocked|fraction|loads|syncs|growth|retries|queue)"
 )
 DISTRIBUTION_STATS = ("mean", "p50", "p99")
+BOOTSTRAP_SEED = 20261129
+"""Seed of the comparison's bootstrap (fixed: the same two runs always give the same intervals)."""
 
 
 @dataclass(frozen=True)
@@ -219,9 +221,11 @@ def compare_changes(before: Result, after: Result, *, resamples: int = 400) -> l
 
     dist_b, dist_a = _distributions(before), _distributions(after)
     for name in sorted(set(dist_b) & set(dist_a)):
+        intervals = bootstrap_differences(dist_a[name], dist_b[name], DISTRIBUTION_STATS, resamples=resamples,
+                                          seed=BOOTSTRAP_SEED)
         for stat_name in DISTRIBUTION_STATS:
             stat = statistic(stat_name)
-            diff, low, high = bootstrap_diff_ci(dist_b[name], dist_a[name], stat, resamples=resamples)
+            _diff, low, high = intervals[stat_name]
             rows.append(
                 MetricChange(
                     metric=name,

@@ -18,6 +18,8 @@ from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from infradoctor.stats import Z_95, quantile_ranks
+
 SUB_BUCKET_BITS = 10
 """Linear sub-buckets per power of two: 2**10 = 1024, i.e. 3 significant decimal digits."""
 _SUB = 1 << SUB_BUCKET_BITS
@@ -28,8 +30,6 @@ MAX_VALUE_US = (1 << 42) - 1
 STANDARD_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 95.0, 99.0, 99.9)
 """The percentiles every point reports."""
 
-Z_95 = 1.959963984540054
-"""Two-sided 95% normal quantile, used for the order-statistic confidence interval."""
 
 
 def bucket_index(value_us: int) -> int:
@@ -216,9 +216,7 @@ class Histogram:
         When the upper one is the count, the interval's top is simply the slowest value: too few values for the
         interval to say anything about that side.
         """
-        n = self.count
-        spread = z * math.sqrt(n * quantile * (1.0 - quantile))
-        return max(1, math.floor(n * quantile - spread)), min(n, math.ceil(n * quantile + spread) + 1)
+        return quantile_ranks(self.count, quantile, z)
 
     def summary_ms(self) -> dict[str, float | int | list[float] | None]:
         """JSON summary in milliseconds: count, min, mean, p50/p90/p95/p99/p99.9, max and the p99 95% CI."""

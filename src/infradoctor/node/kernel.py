@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from collections import deque
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from infradoctor.node.evidence import KernelLogEvidence
+from infradoctor.procs import run_capture
 from infradoctor.xid import XID_CATALOG, XidEvent, XidInfo, parse_xid_line, xid_info
 
 __all__ = [
@@ -59,18 +59,10 @@ def _tail_lines(path: Path, limit: int = MAX_LINES) -> list[str]:
 
 def _run(argv: Sequence[str]) -> tuple[list[str] | None, str]:
     """Output lines of a command, or None and the reason it gave nothing."""
-    try:
-        proc = subprocess.run(  # noqa: S603 - fixed argv
-            list(argv), capture_output=True, timeout=COMMAND_TIMEOUT_S, check=False,
-            env={**os.environ, "LC_ALL": "C", "SYSTEMD_PAGER": "", "PAGER": "cat"},
-        )
-    except FileNotFoundError:
-        return None, "not installed"
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return None, str(exc)
-    if proc.returncode != 0:
-        err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        return None, f"exit {proc.returncode}: {err[0] if err else 'no output'}"
+    proc = run_capture(argv, timeout=COMMAND_TIMEOUT_S,
+                       env={**os.environ, "LC_ALL": "C", "SYSTEMD_PAGER": "", "PAGER": "cat"})
+    if not proc.ok:
+        return None, proc.reason()
     text = proc.stdout.decode("utf-8", "replace")
     lines = text.splitlines()[-MAX_LINES:]
     if not lines or (len(lines) == 1 and lines[0].startswith("-- No entries --")):

@@ -23,7 +23,7 @@ import psutil
 
 from infradoctor.node.evidence import GpuDevice, MetricSummary, WatchSummary
 from infradoctor.node.gpu.base import BENIGN_REASON_MASK, GpuBackend
-from infradoctor.stats import evenly_spaced, nearest_rank
+from infradoctor.stats import evenly_spaced, quantile
 
 MAX_WATCH_SAMPLES = 86_400
 """Most samples one watch takes (a day at 1 Hz) even without ``--duration``."""
@@ -160,7 +160,7 @@ def summarize(samples: Sequence[WatchSample], *, interval_s: float, interrupted:
             count=len(values),
             min=round(ordered[0], 4),
             mean=round(sum(values) / len(values), 4),
-            p95=round(nearest_rank(ordered, 0.95), 4),
+            p95=round(quantile(ordered, 0.95), 4),
             max=round(ordered[-1], 4),
         )
     elapsed = samples[-1].t_s - samples[0].t_s if len(samples) > 1 else 0.0

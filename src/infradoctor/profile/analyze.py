@@ -6,14 +6,13 @@
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from infradoctor.profile.evidence import ModuleUse, ProfileEvidence, StepRecord
-from infradoctor.stats import evenly_spaced
+from infradoctor.stats import evenly_spaced, percentile
 
 PHASES = ("data_wait", "h2d", "forward", "backward", "optimizer", "sync", "load", "other")
 """Step phases, in the order the breakdown bar shows them."""
@@ -90,17 +89,6 @@ class ProfileAnalysis:
     def run_time_s(self) -> float:
         """Denominator for 'share of run time': the steps' time, or the process's wall time without steps."""
         return self.steps_time_s if self.steps_time_s > 0 else max(self.evidence.duration_s, 1e-9)
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """Linear-interpolated percentile (q in 0-100) of unsorted values; None when empty."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 def warmup_count(n: int) -> int:

@@ -34,6 +34,7 @@ import psutil
 
 from infradoctor.errors import TargetError, UsageError
 from infradoctor.node.gpu.nvml import NA, NVML_MEMORY_V2, NvmlQuery, load_pynvml
+from infradoctor.procs import stop_process
 from infradoctor.profile.evidence import ProfileEvidence, SystemSample, read_events
 from infradoctor.profile.instrument import EVENTS_DIR_ENV, MAX_STEPS_ENV, STOP_MARKER
 
@@ -288,17 +289,12 @@ class ProfiledProcess:
         if self.poll() is None:
             with contextlib.suppress(OSError):
                 (self.events_dir / STOP_MARKER).touch()  # the runner ends quietly on our SIGINT
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
-            if self.poll() is not None:
-                break
+
+        def note_reason(sig: signal.Signals) -> None:
             if self.stop_reason == "exit":
                 self.stop_reason = reason
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                self.popen.send_signal(sig)
-            deadline = time.monotonic() + (self.options.stop_grace_s if sig != signal.SIGKILL else 10.0)
-            while time.monotonic() < deadline and self.poll() is None:
-                time.sleep(0.02)
-        return self.poll()
+
+        return stop_process(self.popen, grace_s=self.options.stop_grace_s, poll=self.poll, before_signal=note_reason)
 
     def collect(self) -> ProfileEvidence:
         """Evidence gathered so far (complete once it has ended); removes the events folder after it ended."""

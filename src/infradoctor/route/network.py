@@ -12,14 +12,13 @@ import os
 import selectors
 import shutil
 import socket
-import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
 from infradoctor.load.taxonomy import connect_error_class
-from infradoctor.procs import http_get
+from infradoctor.procs import http_get, run_capture
 from infradoctor.route.evidence import Bandwidth, ConnectProbe, HealthCheck
 from infradoctor.route.stats import quantile
 
@@ -289,15 +288,13 @@ def measure_bandwidth(host: str, *, port: int = 5201, seconds: int = IPERF_SECON
 
 def _iperf_once(binary: str, host: str, port: int, seconds: int) -> Bandwidth:
     connect_ms = str(int(CONNECT_TIMEOUT_S * 1000))
+    proc = run_capture([binary, "-c", host, "-p", str(port), "-t", str(seconds), "-J", "--connect-timeout",
+                        connect_ms], timeout=seconds + 15)
+    if proc.error is not None:
+        return Bandwidth(host, None, f"iperf3 failed: {proc.error}")
     try:
-        proc = subprocess.run(  # noqa: S603 - fixed argv
-            [binary, "-c", host, "-p", str(port), "-t", str(seconds), "-J", "--connect-timeout", connect_ms],
-            capture_output=True,
-            timeout=seconds + 15,
-            check=False,
-        )
         data = json.loads(proc.stdout or b"{}")
-    except (subprocess.SubprocessError, OSError, ValueError) as exc:
+    except ValueError as exc:
         return Bandwidth(host, None, f"iperf3 failed: {exc}")
     bps = data.get("end", {}).get("sum_received", {}).get("bits_per_second") if isinstance(data, dict) else None
     if not isinstance(bps, (int, float)) or data.get("error"):

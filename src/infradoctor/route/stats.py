@@ -10,20 +10,11 @@ chi-square goodness-of-fit test; one backend's error rate against the others wit
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from infradoctor.stats import evenly_spaced, nearest_rank
-
-Z_95 = 1.959963984540054
-"""Two-sided 95% standard normal quantile."""
-
-BOOTSTRAP_RESAMPLES = 400
-"""Resamples for the bootstrap interval of a quantile difference (enough for a 95% interval's endpoints)."""
-
-BOOTSTRAP_MAX_SAMPLES = 3000
-"""Each side is deterministically thinned to at most this many values before bootstrapping (bounds the cost)."""
+from infradoctor import stats
+from infradoctor.stats import BOOTSTRAP_MAX_SAMPLES, BOOTSTRAP_RESAMPLES, Z_95, evenly_spaced
 
 
 @dataclass(frozen=True)
@@ -56,19 +47,15 @@ def _round(value: float | None) -> float | None:
 
 
 def quantile(sorted_values: Sequence[float], q: float) -> float | None:
-    """Nearest-rank quantile of already sorted values; None when empty."""
-    return nearest_rank(sorted_values, q) if sorted_values else None
+    """:func:`infradoctor.stats.quantile` of already sorted values; None when empty."""
+    return stats.quantile(sorted_values, q) if sorted_values else None
 
 
 def quantile_ci(sorted_values: Sequence[float], q: float, z: float = Z_95) -> Estimate:
     """Quantile with its order-statistic confidence interval (ranks ``nq -/+ z sqrt(nq(1-q))``)."""
-    n = len(sorted_values)
-    if n == 0:
+    if not sorted_values:
         return NA
-    half = z * math.sqrt(n * q * (1.0 - q))
-    lo_rank = max(1, math.floor(n * q - half))
-    hi_rank = min(n, math.ceil(n * q + half) + 1)
-    return Estimate(quantile(sorted_values, q), float(sorted_values[lo_rank - 1]), float(sorted_values[hi_rank - 1]))
+    return Estimate(*stats.quantile_ci(sorted_values, q, z))
 
 
 def thin(values: Sequence[float], limit: int) -> list[float]:
@@ -99,27 +86,14 @@ def quantile_differences(
     confidence: float = 0.95,
 ) -> dict[float, Estimate]:
     """:func:`quantile_difference` at several quantiles from the same resamples (one bootstrap, not one per q)."""
-    if not a or not b:
-        return dict.fromkeys(qs, NA)
-    sa, sb = sorted(a), sorted(b)
-    points = {q: (quantile(sa, q) or 0.0) - (quantile(sb, q) or 0.0) for q in qs}
-    ta, tb = thin(a, BOOTSTRAP_MAX_SAMPLES), thin(b, BOOTSTRAP_MAX_SAMPLES)
-    if len(ta) < 2 or len(tb) < 2:
-        return {q: Estimate(points[q], None, None) for q in qs}
-    rng = random.Random(seed)
-    diffs: dict[float, list[float]] = {q: [] for q in qs}
-    for _ in range(max(1, resamples)):
-        ra = sorted(rng.choices(ta, k=len(ta)))
-        rb = sorted(rng.choices(tb, k=len(tb)))
-        for q in qs:
-            diffs[q].append((quantile(ra, q) or 0.0) - (quantile(rb, q) or 0.0))
-    tail = (1.0 - confidence) / 2.0
+    names = {q: f"p{q * 100:g}" for q in qs}
+    found = stats.bootstrap_differences(a, b, list(names.values()), resamples=resamples, seed=seed,
+                                        confidence=confidence, max_samples=BOOTSTRAP_MAX_SAMPLES)
     out: dict[float, Estimate] = {}
-    for q in qs:
-        values = sorted(diffs[q])
-        low = values[max(0, math.floor(tail * len(values)))]
-        high = values[min(len(values) - 1, math.ceil((1.0 - tail) * len(values)) - 1)]
-        out[q] = Estimate(points[q], low, high)
+    for q, name in names.items():
+        value, low, high = found[name]
+        out[q] = Estimate(None if math.isnan(value) else value, None if math.isnan(low) else low,
+                          None if math.isnan(high) else high)
     return out
 
 

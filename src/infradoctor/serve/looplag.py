@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from infradoctor.stats import nearest_rank
+from infradoctor.stats import quantile
 
 DEFAULT_INTERVAL_S = 0.05
 """How often the watchdog posts a callback into the loop (it wakes once per period while the loop keeps up)."""
@@ -343,8 +343,8 @@ class LoopLagMonitor:
                 stall_threshold_s=self.stall_threshold_s,
                 observed_s=observed,
                 beats=self._beats,
-                lag_p50_ms=nearest_rank(lags, 0.50) if lags else None,
-                lag_p99_ms=nearest_rank(lags, 0.99) if lags else None,
+                lag_p50_ms=quantile(lags, 0.50) if lags else None,
+                lag_p99_ms=quantile(lags, 0.99) if lags else None,
                 lag_max_ms=self._lag_max_ms,
                 blocked_s=self._blocked_s,
                 stall_count=self._stall_count,

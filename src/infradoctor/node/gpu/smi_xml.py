@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from infradoctor.node.evidence import EccCounts, GpuDevice, GpuProcess, GpuSnapshot, Note
 from infradoctor.node.gpu.base import REASON_BY_NAME, GpuBackend, GpuProbe, empty_device, unavailable_snapshot
+from infradoctor.procs import run_capture
 
 SMI_TIMEOUT_S = 15.0
 """Longest wait for ``nvidia-smi -q -x`` (a hung driver makes it block)."""
@@ -253,11 +253,10 @@ class SmiXmlBackend(GpuBackend):
             return self.probe().snapshot.devices
         for reasons in REASON_FIELDS:
             argv = [binary, f"--query-gpu={','.join((*SAMPLE_FIELDS, reasons))}", "--format=csv,noheader,nounits"]
-            try:
-                proc = subprocess.run(argv, capture_output=True, timeout=SMI_TIMEOUT_S, check=False)  # noqa: S603
-            except (OSError, subprocess.TimeoutExpired):
+            proc = run_capture(argv, timeout=SMI_TIMEOUT_S)
+            if proc.error is not None:
                 return ()
-            if proc.returncode == 0:
+            if proc.ok:
                 return parse_query_csv(proc.stdout.decode("utf-8", "replace"))
         return self.probe().snapshot.devices
 
@@ -274,16 +273,9 @@ class SmiXmlBackend(GpuBackend):
         if binary is None:
             reason = "nvidia-smi not found on PATH"
             return GpuProbe(unavailable_snapshot("smi", reason), (Note("gpu.smi", reason),))
-        try:
-            proc = subprocess.run(  # noqa: S603 - fixed argv, the binary found on PATH
-                [binary, "-q", "-x"], capture_output=True, timeout=SMI_TIMEOUT_S, check=False
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            reason = f"nvidia-smi -q -x failed: {exc}"
-            return GpuProbe(unavailable_snapshot("smi", reason), (Note("gpu.smi", reason),))
-        if proc.returncode != 0:
-            message = (proc.stdout or proc.stderr).decode("utf-8", "replace").strip().splitlines()
-            reason = f"nvidia-smi -q -x exited {proc.returncode}: {message[0] if message else 'no output'}"
+        proc = run_capture([binary, "-q", "-x"], timeout=SMI_TIMEOUT_S)
+        if not proc.ok:
+            reason = f"nvidia-smi -q -x failed: {proc.reason()}"
             return GpuProbe(unavailable_snapshot("smi", reason), (Note("gpu.smi", reason),))
         return parse_smi_xml(proc.stdout)
 
