@@ -1,0 +1,97 @@
+"""Bounded readers for what others write: numbers, text fields and JSON from logs, XML, HTTP peers and records.
+
+Every parser of untrusted input reads numbers through :func:`read_int` / :func:`read_float` (finite, in range, of
+sane length, else ``None``: "not available", never an exception), cuts fields with :func:`cut` (saying that it
+cut), and loads JSON with :func:`load_json` (size bounded, too deep is an error). A 400-digit integer, ``1e999``,
+``inf``, ``1.2.3 MiB`` or a 5,000-deep JSON line cost nothing and crash nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+MAX_NUMBER_CHARS = 64
+"""Longer numeric text is not a measurement (a 400-digit "integer" is rejected without converting it)."""
+
+MAX_JSON_CHARS = 4_000_000
+"""JSON text longer than this is refused."""
+
+_INT = re.compile(r"[+-]?\d{1,30}")
+_FLOAT = re.compile(r"[+-]?(?:\d{1,30}(?:\.\d{0,30})?|\.\d{1,30})(?:[eE][+-]?\d{1,3})?")
+
+
+def read_int(value: Any, *, low: int | None = None, high: int | None = None) -> int | None:
+    """An integer from text or a number, within ``[low, high]`` when given; None when it is not one.
+
+    Accepts ``int`` (not ``bool``), integral ``float`` and decimal text with optional sign and surrounding
+    space. Text of more than :data:`MAX_NUMBER_CHARS` characters is refused before conversion.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        number = value
+    elif isinstance(value, float):
+        if not math.isfinite(value) or value != int(value):
+            return None
+        number = int(value)
+    elif isinstance(value, (str, bytes)):
+        text = value.decode("ascii", "replace") if isinstance(value, bytes) else value
+        text = text.strip()
+        if len(text) > MAX_NUMBER_CHARS or not _INT.fullmatch(text):
+            return None
+        number = int(text)
+    else:
+        return None
+    if (low is not None and number < low) or (high is not None and number > high):
+        return None
+    return number
+
+
+def read_float(value: Any, *, low: float | None = None, high: float | None = None) -> float | None:
+    """A finite float from text or a number, within ``[low, high]`` when given; None when it is not one.
+
+    ``nan``, ``inf``, ``1e999`` (overflows to inf), ``1.2.3`` and over-long text give None.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        if isinstance(value, int) and abs(value) > 10**300:
+            return None
+        number = float(value)
+    elif isinstance(value, (str, bytes)):
+        text = value.decode("ascii", "replace") if isinstance(value, bytes) else value
+        text = text.strip()
+        if len(text) > MAX_NUMBER_CHARS or not _FLOAT.fullmatch(text):
+            return None
+        number = float(text)
+    else:
+        return None
+    if not math.isfinite(number):
+        return None
+    if (low is not None and number < low) or (high is not None and number > high):
+        return None
+    return number
+
+
+def cut(text: str, limit: int) -> tuple[str, bool]:
+    """``text`` cut to ``limit`` characters (an ellipsis marks the cut), and whether it was cut."""
+    if len(text) <= limit:
+        return text, False
+    return text[: max(0, limit - 1)] + "\u2026", True
+
+
+def load_json(text: str | bytes, *, max_chars: int = MAX_JSON_CHARS) -> Any:
+    """``json.loads`` with a bounded size; raises ValueError (never RecursionError) for too deep or too long text.
+
+    Python's parser stops deep nesting itself with RecursionError (in linear time); that becomes a ValueError
+    like any other malformed JSON.
+    """
+    if len(text) > max_chars:
+        raise ValueError(f"JSON of {len(text)} characters is over the limit of {max_chars}")
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
