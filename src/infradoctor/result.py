@@ -178,6 +178,24 @@ def new_result(
     )
 
 
+def describe_target(target: Mapping[str, Any]) -> str:
+    """One line for a target: the URL, the command line, the files, or the host."""
+    for key in ("url", "router"):
+        if target.get(key):
+            return str(target[key])
+    argv = target.get("argv")
+    if isinstance(argv, list) and argv:
+        return " ".join(str(a) for a in argv)
+    for key in ("paths", "files"):
+        items = target.get(key)
+        if isinstance(items, list) and items:
+            more = f" (+{len(items) - 1})" if len(items) > 1 else ""
+            return f"{items[0]}{more}"
+    if target.get("host"):
+        return str(target["host"])
+    return json.dumps(dict(target), sort_keys=True)[:200] if target else ""
+
+
 def schema_document() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of a result, shipped in the package."""
     text = resources.files("infradoctor").joinpath("schema/result.schema.json").read_text(encoding="utf-8")

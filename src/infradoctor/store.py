@@ -22,7 +22,7 @@ from typing import Any
 
 from infradoctor.errors import StoreError
 from infradoctor.redact import redact
-from infradoctor.result import Result
+from infradoctor.result import Result, describe_target
 
 ENV_VAR = "INFRADOCTOR_HOME"
 DEFAULT_DIRNAME = ".infradoctor"
@@ -79,24 +79,6 @@ def default_store_dir(cwd: Path | None = None) -> Path:
     if env:
         return Path(env).expanduser()
     return (cwd or Path.cwd()) / DEFAULT_DIRNAME
-
-
-def describe_target(target: Mapping[str, Any]) -> str:
-    """One line for a target: the URL, the command line, the files, or the host."""
-    for key in ("url", "router"):
-        if target.get(key):
-            return str(target[key])
-    argv = target.get("argv")
-    if isinstance(argv, list) and argv:
-        return " ".join(str(a) for a in argv)
-    for key in ("paths", "files"):
-        items = target.get(key)
-        if isinstance(items, list) and items:
-            more = f" (+{len(items) - 1})" if len(items) > 1 else ""
-            return f"{items[0]}{more}"
-    if target.get("host"):
-        return str(target["host"])
-    return json.dumps(dict(target), sort_keys=True)[:200] if target else ""
 
 
 class RunStore:

@@ -32,14 +32,6 @@ STANDARD_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 95.0, 99.0, 99.9)
 
 
 
-def bucket_index(value_us: int) -> int:
-    """Counter index for a value in microseconds (non-negative)."""
-    if value_us < _EXACT:
-        return value_us if value_us > 0 else 0
-    shift = value_us.bit_length() - SUB_BUCKET_BITS - 1
-    return _EXACT + (shift - 1) * _SUB + ((value_us >> shift) - _SUB)
-
-
 def bucket_bounds(index: int) -> tuple[int, int]:
     """Lowest and highest value (us, inclusive) that map to a counter index."""
     if index < _EXACT:

@@ -27,17 +27,6 @@ HTTP_429 = "http_429"
 HTTP_4XX = "http_4xx"
 """Any other 4xx: usually the request itself is wrong."""
 
-TRANSPORT_CLASSES = (
-    CONNECT_REFUSED,
-    CONNECT_TIMEOUT,
-    CONNECT_ERROR,
-    READ_TIMEOUT,
-    RESET,
-    STREAM_ABORTED,
-    PROTOCOL_ERROR,
-)
-"""Classes that are not HTTP statuses."""
-
 REJECTION_CLASSES = (HTTP_429, "http_503")
 """Classes by which a server signals it sheds load (backpressure), as opposed to failing."""
 
@@ -64,8 +53,3 @@ def connect_error_class(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.errno == errno.ETIMEDOUT:
         return CONNECT_TIMEOUT
     return CONNECT_ERROR
-
-
-def is_rejection(error_class: str) -> bool:
-    """True for classes that mean the server shed load on purpose (429, 503)."""
-    return error_class in REJECTION_CLASSES

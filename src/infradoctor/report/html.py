@@ -15,8 +15,7 @@ from infradoctor.report.sections import (
     format_value,
     headline_table,
 )
-from infradoctor.result import Result
-from infradoctor.store import describe_target
+from infradoctor.result import Result, describe_target
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1000px;

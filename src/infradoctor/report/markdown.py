@@ -14,8 +14,7 @@ from infradoctor.report.sections import (
     format_value,
     headline_table,
 )
-from infradoctor.result import Result
-from infradoctor.store import describe_target
+from infradoctor.result import Result, describe_target
 
 
 def md_escape(text: str) -> str:

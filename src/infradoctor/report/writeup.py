@@ -20,8 +20,7 @@ from infradoctor import __version__
 from infradoctor.compare import compare_results, lower_is_better
 from infradoctor.findings import Finding, catalog, rank_findings
 from infradoctor.report.sections import format_evidence, format_value
-from infradoctor.result import Result, utc_now_iso
-from infradoctor.store import describe_target
+from infradoctor.result import Result, describe_target, utc_now_iso
 
 _BEFORE = re.compile(r"^(?P<scenario>.*?)[-_:/ ]?(baseline|before)$", re.IGNORECASE)
 _AFTER = re.compile(r"^(?P<scenario>.*?)[-_:/ ]?(after|fixed|improved|fix)$", re.IGNORECASE)

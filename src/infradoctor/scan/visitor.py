@@ -14,7 +14,7 @@ name, a model call, the end of a loop, of a function, of the file) and report hi
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -391,10 +391,6 @@ class FileContext:
     def loops(self) -> list[LoopFrame]:
         """Open loops of the current function."""
         return self.scope.loops
-
-    def enclosing_handler(self) -> Scope | None:
-        """The current function when it is a (possibly) registered handler candidate: a def or async def."""
-        return self.scope if self.scope.kind in ("def", "async") else None
 
     def mark_hot(self) -> None:
         """Every open loop of the current function runs model work."""
@@ -967,13 +963,6 @@ class FileVisitor:
 
 def _noop(node: ast.AST) -> None:
     return None
-
-
-def iter_calls(node: ast.AST) -> Iterator[ast.Call]:
-    """Every call in a subtree (for the few rules that look into an argument)."""
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Call):
-            yield sub
 
 
 def _chain_has(node: ast.AST, names: tuple[str, ...]) -> bool:

@@ -122,7 +122,7 @@ def train(epoch):
         with torch.no_grad():
             sample_bce = F.binary_cross_entropy(recon_batch, data.view(-1, 784), reduction='none').sum(dim=1)
         for j in range(len(data)):
-            per_sample_losses.append(sample_bce[j].item())  # PLANTED: P005 one host read per sample inside the training loop
+            per_sample_losses.append(sample_bce[j].item())  # PLANTED: P005 one host read per sample inside the training loop (CPU: a real but small cost, at most low)
         if batch_idx % args.log_interval == 0:
             print('Train Epoch: {} [{}/{} ({:.0f}%)]\tLoss: {:.6f}'.format(
                 epoch, batch_idx * len(data), len(train_loader.dataset),
