@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need on a fresh Debian machine (routers, load generators, the package with its test
-# extras in .venv) and runs the quality gates and the test suite. Usage: scripts/test.sh [pytest args...]
+# extras in .venv) and runs the quality gates and the test suite.
+# Usage: scripts/test.sh [--fast] [pytest args...]
+#   --fast  only the fast tier: no integration or slow tests (about 2 minutes on 2 cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,4 +30,8 @@ fi
 
 .venv/bin/ruff check src tests benchmarks scripts
 .venv/bin/mypy
+if [[ ${1:-} == --fast ]]; then
+  shift
+  exec .venv/bin/python -m pytest -m "not integration and not slow and not gpu" "$@"
+fi
 .venv/bin/python -m pytest "$@"
