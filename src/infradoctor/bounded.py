@@ -95,3 +95,30 @@ def load_json(text: str | bytes, *, max_chars: int = MAX_JSON_CHARS) -> Any:
         return json.loads(text)
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
+
+
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    r"""Text that is safe to show on a terminal: control characters become visible escapes.
+
+    Escape sequences in a log file's name, a label, a log line or a peer's header would otherwise reach the
+    terminal raw (retitle it, clear the screen, hide text): C0 controls but newline and tab, DEL, C1 controls
+    (incl. the one-byte CSI) and Unicode bidirectional overrides are shown as ``\x1b`` / ``\u202e``.
+    """
+    if not _CONTROL.search(text):
+        return text
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}",
+                        text)
+
+
+def printable_deep(value: Any) -> Any:
+    """:func:`printable` over every string (and mapping key) of a JSON-like value."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {printable(str(k)): printable_deep(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [printable_deep(v) for v in value]
+    return value

@@ -18,7 +18,8 @@ _SECRET_KEY = re.compile(
 )
 # ``key=value``, ``key: value`` and ``"key": "value"`` anywhere in free text; the key decides (is_secret_key).
 _KEY_VALUE = re.compile(
-    r"""(?P<q>["']?)(?P<key>[A-Za-z][A-Za-z0-9_.-]{1,60})(?P=q)(?P<sep>[ \t]*[:=][ \t]*)(?P<vq>["']?)"""
+    r"""(?P<q>["']?)(?<![A-Za-z0-9_.-])(?P<key>[A-Za-z][A-Za-z0-9_.-]{1,60})(?P=q)"""  # a key starts a run: linear
+    r"""(?P<sep>[ \t]*[:=][ \t]*)(?P<vq>["']?)"""
     r"""(?P<value>[^\s"'&,;{}]+)"""
 )
 _NUMBER = re.compile(r"^-?\d+(?:\.\d+)?(?:ms|s|us)?$")  # measurements such as time_to_first_token=12.5
@@ -36,18 +37,36 @@ _INLINE_PATTERNS = (
 _HEADER_LINE = re.compile(
     r"(?i)^(\s*(?:authorization|proxy-authorization|cookie|set-cookie|x-api-key|api-key|x-auth-token)\s*:\s*).+$"
 )
-_QUERY_SECRET = re.compile(
-    r"([?&;](?:access_token|refresh_token|id_token|api[_-]?key|apikey|token|key|sig|signature|password|secret|"
-    r"auth|x-amz-security-token|x-amz-signature)=)[^&\s\"'#]+",
-    re.IGNORECASE,
+_QUERY_KEYS = (
+    r"access_token|refresh_token|id_token|api[_-]?key|apikey|token|key|sig|signature|password|passwd|pwd|secret|"
+    r"client_secret|auth|authorization|cookie|session|session_?id|sessionid|sid|code|state|otp|credentials?|"
+    r"x-amz-[a-z-]+|x-goog-[a-z-]+|se?ig|jwt|assertion|ticket|nonce"
 )
-_URL_IN_TEXT = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s\"'<>]+")
+_QUERY_SECRET = re.compile(rf"([?&;](?:{_QUERY_KEYS})=)[^&\s\"'#]+", re.IGNORECASE)
+_QUERY_KEY = re.compile(rf"^(?:{_QUERY_KEYS})$", re.IGNORECASE)
+# ``user:password@host`` without a scheme (Envoy's upstream_host, a DSN in a log line, a bare proxy address).
+_USERINFO = re.compile(
+    # the look-behind lets a match start only where a run of user characters starts: linear on hostile lines
+    r"(?<![A-Za-z0-9._~%!$&'()*+,;=/@:-])([A-Za-z0-9._~%!$&'()*+,;=-]{1,256}):([^\s@/:?#\[\]]{1,256})@"
+    r"(?=[A-Za-z0-9.\[-])"
+)
+# A scheme starts where a run of scheme characters starts: linear, not quadratic, on a long run of letters.
+_URL_IN_TEXT = re.compile(r"(?<![a-zA-Z0-9+.-])[a-zA-Z][a-zA-Z0-9+.-]{0,31}://[^\s\"'<>]+")
 _FLAG_WITH_VALUE = re.compile(r"^(--?[A-Za-z0-9_-]+)=(.+)$")
 
 
 def is_secret_key(key: str) -> bool:
     """True when a header, field or parameter name usually holds a secret."""
     return bool(_SECRET_KEY.search(key.strip().lower().replace("-", "_")))
+
+
+def _secret_query_key(key: str) -> bool:
+    """A URL parameter that carries a secret.
+
+    The secret names, plus session ids, OAuth codes and signed-URL parameters (``?session=``, ``?code=``,
+    ``X-Amz-Signature``), which are credentials when they are in a URL.
+    """
+    return is_secret_key(key) or bool(_QUERY_KEY.match(key.strip()))
 
 
 def redact_url(url: str) -> str:
@@ -62,8 +81,8 @@ def redact_url(url: str) -> str:
     query = parts.query
     if query:
         pairs = parse_qsl(query, keep_blank_values=True)
-        if any(is_secret_key(k) for k, _ in pairs):
-            query = urlencode([(k, REDACTED if is_secret_key(k) else v) for k, v in pairs], safe="[]")
+        if any(_secret_query_key(k) for k, _ in pairs):
+            query = urlencode([(k, REDACTED if _secret_query_key(k) else v) for k, v in pairs], safe="[]")
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
@@ -77,6 +96,8 @@ def redact_text(text: str, *, _urls: bool = True) -> str:
     out = text
     if _urls and "://" in out:
         out = _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), out)
+    if "@" in out:
+        out = _USERINFO.sub(f"{REDACTED}@", out)
     if "=" in out:
         out = _QUERY_SECRET.sub(lambda m: m.group(1) + REDACTED, out)
     for pattern in _INLINE_PATTERNS:
@@ -132,7 +153,7 @@ def redact(value: Any) -> Any:
     if isinstance(value, Mapping):
         result: dict[str, Any] = {}
         for key, item in value.items():
-            skey = str(key)
+            skey = redact_text(str(key))  # keys carry URLs too (a distribution per backend URL)
             if is_secret_key(skey) and isinstance(item, (str, bytes)) and item:
                 result[skey] = REDACTED
             elif skey in ("argv", "command") and isinstance(item, list):

@@ -16,6 +16,7 @@ from importlib import resources
 from typing import Any
 
 from infradoctor import __version__
+from infradoctor.bounded import load_json
 from infradoctor.findings import Finding, Severity, rank_findings
 
 SCHEMA_ID = "infradoctor.result/1"
@@ -120,10 +121,19 @@ class Result:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Result:
-        """Inverse of :meth:`to_dict`; raises ValueError on another schema."""
+        """Inverse of :meth:`to_dict`; raises ValueError on another schema or a damaged document."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"a result is a JSON object, not {type(data).__name__}")
         schema = data.get("schema")
         if schema != SCHEMA_ID:
             raise ValueError(f"unsupported result schema {schema!r}; this version reads {SCHEMA_ID!r}")
+        try:
+            return cls._from_checked(data)
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise ValueError(f"damaged result: {type(exc).__name__}: {exc}") from None
+
+    @classmethod
+    def _from_checked(cls, data: Mapping[str, Any]) -> Result:
         return cls(
             command=str(data["command"]),
             started_at=str(data["started_at"]),
@@ -143,8 +153,8 @@ class Result:
 
     @classmethod
     def from_json(cls, text: str) -> Result:
-        """Parse serialised JSON."""
-        return cls.from_dict(json.loads(text))
+        """Parse serialised JSON; raises ValueError for anything that is not a result."""
+        return cls.from_dict(load_json(text))
 
 
 def utc_now_iso() -> str:

@@ -73,6 +73,10 @@ class RunSummary:
     """The run's JSON file."""
 
 
+_Runs = list[RunSummary]  # (the class's own ``list`` method shadows the builtin inside it)
+_Params = list[Any]
+
+
 def default_store_dir(cwd: Path | None = None) -> Path:
     """``$INFRADOCTOR_HOME`` if set, else ``.infradoctor`` under the current directory."""
     env = os.environ.get(ENV_VAR)
@@ -88,6 +92,8 @@ class RunStore:
         self.root = Path(root)
         self.runs_dir = self.root / "runs"
         self.index_path = self.root / "index.sqlite"
+        self.damaged: list[str] = []
+        """Run files and index rows the last listing or rebuild could not read (file or id: reason)."""
 
     # -- writing -------------------------------------------------------------------------------------------------
 
@@ -100,7 +106,10 @@ class RunStore:
         run_id = result.run_id or _new_run_id()
         clean = Result.from_dict(redact(result.with_(run_id=run_id).to_dict()))
         path = self.runs_dir / f"{run_id}.json"
-        _atomic_write(path, clean.to_json())
+        try:
+            _atomic_write(path, clean.to_json())
+        except OSError as exc:  # a full disk, a read-only store: the caller still has the result
+            raise StoreError(f"cannot write run {run_id} to {self.runs_dir}: {exc.strerror or exc}") from exc
         with self._connect() as conn:
             self._insert(conn, clean, path)
         return clean
@@ -134,25 +143,62 @@ class RunStore:
     def _rebuild(self, conn: sqlite3.Connection) -> int:
         count = 0
         conn.execute("DELETE FROM runs")
-        for path in sorted(self.runs_dir.glob("*.json")):
-            try:
-                result = Result.from_json(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
-            if result.run_id is None:
-                result = result.with_(run_id=path.stem)
+        for result, path in self._read_files():
             self._insert(conn, result, path)
             count += 1
         return count
+
+    def _read_files(self) -> Iterator[tuple[Result, Path]]:
+        """Every readable run file with its result; damaged ones are remembered in :attr:`damaged`."""
+        self.damaged = []
+        for path in sorted(self.runs_dir.glob("*.json")):
+            try:
+                result = Result.from_json(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                self.damaged.append(f"{path.name}: {exc}")
+                continue
+            yield (result if result.run_id is not None else result.with_(run_id=path.stem)), path
+
+    def _file_count(self) -> int:
+        try:
+            return sum(1 for entry in os.scandir(self.runs_dir) if entry.name.endswith(".json"))
+        except OSError:
+            return 0
 
     # -- reading -------------------------------------------------------------------------------------------------
 
     def list(
         self, *, command: str | None = None, label: str | None = None, limit: int | None = None
     ) -> list[RunSummary]:
-        """Stored runs, newest first."""
+        """Stored runs, newest first.
+
+        The index is rebuilt when it is missing, empty or behind the run files; a store that cannot be written
+        (read-only, another user's) is listed from its run files directly. Damaged rows and files are skipped and
+        named in :attr:`damaged`, never raised.
+        """
+        self.damaged = []
         if not self.index_path.exists() and not self.runs_dir.exists():
             return []
+        files = self._file_count()
+        try:
+            with self._connect(write=False) as conn:
+                indexed = int(conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
+            if indexed < files:
+                self.reindex()
+            with self._connect(write=False) as conn:
+                rows = conn.execute(*self._query(command, label, limit)).fetchall()
+        except StoreError:  # an index that cannot be read or rebuilt here (read-only store, damaged): the files
+            return self._list_files(command, label, limit)
+        summaries = []
+        for row in rows:
+            try:
+                summaries.append(self._summary(row))
+            except (TypeError, ValueError, IndexError) as exc:
+                self.damaged.append(f"index row {row[0] if row else '?'!r}: {exc}")
+        return summaries
+
+    @staticmethod
+    def _query(command: str | None, label: str | None, limit: int | None) -> tuple[str, _Params]:
         query = "SELECT id, command, label, note, started_at, duration_s, target, headline, findings, worst, path"
         query += " FROM runs WHERE 1=1"
         params: list[Any] = []
@@ -166,30 +212,43 @@ class RunStore:
         if limit:
             query += " LIMIT ?"
             params.append(int(limit))
-        with self._connect(write=False) as conn:
-            rows = conn.execute(query, params).fetchall()
-        if not rows and not params and any(self.runs_dir.glob("*.json")):
-            self.reindex()
-            with self._connect(write=False) as conn:
-                rows = conn.execute(query, params).fetchall()
-        return [self._summary(row) for row in rows]
+        return query, params
+
+    def _list_files(self, command: str | None, label: str | None, limit: int | None) -> _Runs:
+        """The listing without an index (a store this process cannot write)."""
+        found = []
+        for result, path in self._read_files():
+            if (command and result.command != command) or (label and result.label != label):
+                continue
+            worst = result.worst_severity()
+            headline = result.metrics.get("headline") if isinstance(result.metrics, Mapping) else None
+            found.append(RunSummary(
+                id=str(result.run_id), command=result.command, label=result.label, note=result.note,
+                started_at=result.started_at, duration_s=float(result.duration_s),
+                target=describe_target(result.target), headline=headline if isinstance(headline, Mapping) else {},
+                findings=len(result.findings), worst=worst.value if worst else None, path=path,
+            ))
+        found.sort(key=lambda r: (r.started_at, r.id), reverse=True)
+        return found[:limit] if limit else found
 
     def _summary(self, row: tuple[Any, ...]) -> RunSummary:
         try:
             headline = json.loads(row[7] or "{}")
-        except ValueError:
+        except (ValueError, TypeError):
             headline = {}
+        if not all(isinstance(row[i], str) for i in (0, 1, 4, 10)):
+            raise ValueError("missing or mistyped id, command, start time or path")
         return RunSummary(
             id=row[0],
             command=row[1],
-            label=row[2],
-            note=row[3],
+            label=row[2] if isinstance(row[2], str) else None,
+            note=row[3] if isinstance(row[3], str) else None,
             started_at=row[4],
             duration_s=float(row[5] or 0.0),
-            target=row[6] or "",
-            headline=headline,
+            target=str(row[6] or ""),
+            headline=headline if isinstance(headline, Mapping) else {},
             findings=int(row[8] or 0),
-            worst=row[9],
+            worst=row[9] if isinstance(row[9], str) else None,
             path=self.runs_dir / row[10],
         )
 
@@ -227,14 +286,17 @@ class RunStore:
             return Result.from_json(path.read_text(encoding="utf-8"))
         except OSError as exc:
             raise StoreError(f"cannot read run {run_id}: {exc}") from exc
-        except (ValueError, KeyError, TypeError) as exc:
+        except ValueError as exc:
             raise StoreError(f"run {run_id} is damaged ({path}): {exc}") from exc
 
     # -- plumbing ------------------------------------------------------------------------------------------------
 
     @contextmanager
     def _connect(self, *, write: bool = True) -> Iterator[sqlite3.Connection]:
-        conn, rebuilt = self._open()
+        if not write and self.index_path.exists():
+            conn, rebuilt = self._open_read_only(), False  # reading never needs write access
+        else:
+            conn, rebuilt = self._open()
         with closing(conn):
             try:
                 conn.execute("BEGIN IMMEDIATE" if write or rebuilt else "BEGIN")
@@ -250,6 +312,14 @@ class RunStore:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
+
+    def _open_read_only(self) -> sqlite3.Connection:
+        """The index opened read-only (no WAL pragma, no schema creation): for a store this process cannot write."""
+        try:
+            return sqlite3.connect(f"{self.index_path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0,
+                                   isolation_level=None)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open run index {self.index_path} read-only: {exc}") from exc
 
     def _open(self) -> tuple[sqlite3.Connection, bool]:
         """A connection with the schema in place; a damaged index is moved aside and rebuilt from the JSON files."""

@@ -87,3 +87,14 @@ def test_markdown_escapes_table_and_html() -> None:
 def test_terminal_shows_fix_and_partial_result() -> None:
     text = render(results()[0], "terminal")
     assert "fix:" in text and "partial result" in text
+
+
+def test_terminal_output_escapes_control_characters_of_untrusted_text() -> None:
+    from infradoctor.report.terminal import TerminalRenderer
+
+    hostile = "x\x1b]0;pwned\x07\x1b[2J\x9b31m\u202egnp.exe"
+    result = new_result("logs", started_at="2026-11-29T10:00:00Z", duration_s=1.0, target={"files": [hostile]},
+                        findings=[make_finding("R006", f"no healthy upstream in {hostile}")]).with_(label=hostile)
+    text = TerminalRenderer(color=False).render([result])
+    assert "\x1b" not in text and "\x9b" not in text and "\u202e" not in text and "\x07" not in text
+    assert "\\x1b]0;pwned" in text and "\\u202e" in text

@@ -1,5 +1,6 @@
 import json
 import multiprocessing
+import os
 import sqlite3
 from pathlib import Path
 
@@ -136,3 +137,66 @@ def test_argv_and_mapping_redaction() -> None:
         "python", "t.py", "--hf-token", "[REDACTED]", "--steps", "5"]
     data = redact({"headline": {"time_to_first_token": 12.3}, "hf_token": "x", "cmdline": "srv --api-key Q9"})
     assert data == {"headline": {"time_to_first_token": 12.3}, "hf_token": "[REDACTED]", "cmdline": "srv --api-key [REDACTED]"}
+
+
+def _stored(tmp_path, n=3):
+    store = RunStore(tmp_path / "store")
+    ids = []
+    for i in range(n):
+        result = new_result("node", started_at=f"2026-11-29T10:00:0{i}Z", duration_s=1.0,
+                            findings=[make_finding("N007", "busy")] if i else [])
+        ids.append(store.save(result.with_(label=f"l{i}")).run_id)
+    return store, ids
+
+
+def test_missing_or_empty_index_is_rebuilt_for_filtered_listings_too(tmp_path) -> None:
+    import sqlite3
+
+    store, ids = _stored(tmp_path)
+    store.index_path.unlink()
+    assert [r.id for r in RunStore(store.root).list(label="l1")] == [ids[1]]
+    with sqlite3.connect(store.index_path) as conn:
+        conn.execute("DELETE FROM runs")
+    assert len(RunStore(store.root).list(command="node")) == 3
+
+
+def test_damaged_rows_and_files_are_reported_not_raised(tmp_path) -> None:
+    import sqlite3
+
+    store, ids = _stored(tmp_path)
+    (store.runs_dir / "20990101T000000-bad.json").write_text("[]")
+    fresh = RunStore(store.root)
+    listed = fresh.list()
+    assert {r.id for r in listed} == set(ids)
+    assert any("20990101T000000-bad.json" in d for d in fresh.damaged)
+    with pytest.raises(StoreError, match="damaged"):
+        fresh.load("20990101T000000-bad")
+    with sqlite3.connect(store.index_path) as conn:
+        conn.execute("INSERT INTO runs (id, command, started_at, path) VALUES (?, ?, ?, ?)",
+                     ("x", sqlite3.Binary(b"\xff"), "2026-11-29T11:00:00Z", "x.json"))
+    again = RunStore(store.root)
+    assert {r.id for r in again.list()} == set(ids)
+    assert any("'x'" in d for d in again.damaged)
+
+
+def test_reading_opens_the_index_read_only(tmp_path) -> None:
+    store, ids = _stored(tmp_path)
+    before = store.index_path.stat().st_mtime_ns
+    os.chmod(store.root, 0o555)
+    try:
+        assert len(RunStore(store.root).list()) == 3
+        assert RunStore(store.root).load(ids[0]).run_id == ids[0]
+    finally:
+        os.chmod(store.root, 0o755)
+    assert store.index_path.stat().st_mtime_ns == before
+
+
+def test_a_store_that_cannot_be_written_keeps_the_result(tmp_path, cli) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    out = tmp_path / "out.json"
+    run = cli("node", "--no-host", "--gpu-backend", "none", "--store", str(blocker), "--json", str(out), "-q")
+    assert run.exit_code == 0, run.stderr
+    assert "run not stored" in run.stderr
+    data = json.loads(out.read_text())
+    assert any(e["source"] == "store" for e in data["errors"])

@@ -129,7 +129,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return command.run(args)
     except InfradoctorError as exc:
-        print(f"infradoctor {command.name}: error: {exc}", file=sys.stderr)
+        from infradoctor.bounded import printable
+
+        print(f"infradoctor {command.name}: error: {printable(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print(f"infradoctor {command.name}: interrupted", file=sys.stderr)

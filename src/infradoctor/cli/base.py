@@ -118,6 +118,7 @@ def print_result(result: Result, stream: TextIO) -> None:
 
 def finish(args: argparse.Namespace, result: Result) -> int:
     """Attach label/note/environment, store, write JSON, print the summary, and decide the exit code."""
+    from infradoctor.bounded import printable
     from infradoctor.environment import describe_environment
     from infradoctor.redact import redact
     from infradoctor.result import ErrorNote, Result
@@ -136,7 +137,7 @@ def finish(args: argparse.Namespace, result: Result) -> int:
         except StoreError as exc:
             # The measurement is done: keep it (JSON, summary) and say the store failed.
             result = result.with_(errors=(*result.errors, ErrorNote("store", str(exc))))
-            print(f"infradoctor: warning: run not stored: {exc}", file=sys.stderr)
+            print(f"infradoctor: warning: run not stored: {printable(str(exc))}", file=sys.stderr)
     if not stored:
         result = Result.from_dict(redact(result.to_dict()))
     json_path = getattr(args, "json", None)

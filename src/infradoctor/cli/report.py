@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from infradoctor.bounded import printable
 from infradoctor.cli.base import Command, add_store_option, open_store
 from infradoctor.errors import EXIT_OK, StoreError, UsageError
 
@@ -59,7 +60,7 @@ class ReportCommand(Command):
                 results.append(store.load(run_id))
             except StoreError as exc:  # one damaged run must not sink the report
                 skipped.append(str(exc))
-                print(f"infradoctor report: warning: skipped {exc}", file=sys.stderr)
+                print(f"infradoctor report: warning: skipped {printable(str(exc))}", file=sys.stderr)
         if not results:
             raise UsageError("none of the selected runs could be read")
         fmt = args.format or ("html" if args.output and args.output.suffix.lower() in (".html", ".htm") else "md")

@@ -7,6 +7,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
+from infradoctor.bounded import printable
 from infradoctor.cli.base import Command, add_store_option, open_store
 from infradoctor.errors import EXIT_OK
 
@@ -59,7 +60,8 @@ class RunsCommand(Command):
             label = r.label or "-"
             worst = f"{r.findings} ({r.worst})" if r.worst else str(r.findings)
             target = r.target if len(r.target) <= 48 else r.target[:47] + "…"
-            sys.stdout.write(f"{r.id}  {r.command:8} {label:10} {r.started_at}  findings={worst:12} {target}  {head}\n")
+            line = f"{r.id}  {r.command:8} {label:10} {r.started_at}  findings={worst:12} {target}  {head}"
+            sys.stdout.write(printable(line) + "\n")
         return EXIT_OK
 
 

@@ -11,6 +11,7 @@ from rich.panel import Panel
 from rich.table import Table as RichTable
 from rich.text import Text
 
+from infradoctor.bounded import printable_deep
 from infradoctor.report.base import Renderer
 from infradoctor.report.sections import (
     Bar,
@@ -93,7 +94,7 @@ class TerminalRenderer(Renderer):
             emoji=False,
         )
         for result in results:
-            for renderable in self.renderables(result):
+            for renderable in self.renderables(Result.from_dict(printable_deep(result.to_dict()))):
                 console.print(renderable)
         return buffer.getvalue()
 
