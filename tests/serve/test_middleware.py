@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import re
+import time
 from typing import Any
 
 import pytest
@@ -292,7 +293,7 @@ def test_metrics_of_several_uvicorn_workers_add_up_in_multiprocess_mode(tmp_path
             assert answer.status == 200, answer.reason
             pids.add(json.loads(answer.body)["pid"])
         assert len(pids) == 2, f"one worker took all {sent} connections"
-        for _ in range(4):  # whichever worker answers the scrape
+        def scraped_count() -> tuple[float, str]:
             text = http_get(f"{base}/metrics", timeout=5.0, max_body=1_000_000).body.decode()
             counts = [
                 sample.value
@@ -300,7 +301,16 @@ def test_metrics_of_several_uvicorn_workers_add_up_in_multiprocess_mode(tmp_path
                 for sample in family.samples
                 if sample.name == "infradoctor_request_duration_seconds_count" and sample.labels.get("route") == "/"
             ]
-            assert sum(counts) == sent, text
+            return sum(counts), text
+
+        # A request is counted once its response is sent: under load the last one may land a moment after the
+        # client saw it, so wait (bounded) until the count is complete, then check every scrape agrees.
+        deadline = time.monotonic() + 10.0
+        while scraped_count()[0] < sent and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for _ in range(4):  # whichever worker answers the scrape
+            count, text = scraped_count()
+            assert count == sent, text
 
 
 def test_multiprocess_mode_follows_prometheus_client_not_a_late_environment_variable(tmp_path, monkeypatch) -> None:
