@@ -12,7 +12,6 @@ per field, and builds them instead of dicts::
 
     @dataclass(frozen=True)
     class ScanMetrics(Metrics):
-        command: ClassVar[str] = "scan"
         headline: ScanHeadline
         by_code: dict[str, int] = field(default_factory=dict)
 
@@ -32,7 +31,7 @@ import sys
 import types
 import typing
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, TypeVar, Union
+from typing import Any, TypeVar, Union
 
 M = TypeVar("M", bound="Metrics")
 
@@ -42,10 +41,10 @@ class MetricsError(ValueError):
 
 
 class Metrics:
-    """Base of every typed metrics dataclass (subclasses are ``@dataclass(frozen=True)``)."""
+    """Base of every typed metrics dataclass (subclasses are ``@dataclass(frozen=True)``).
 
-    command: ClassVar[str] = ""
-    """The command whose ``metrics`` this is (only on the top-level class of a command)."""
+    A command's top-level class is registered in :data:`METRICS_CLASSES`; field names are free (``command`` too).
+    """
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: fields by name, nested metrics as dicts, tuples as lists; non-finite floats as None."""
@@ -216,6 +215,7 @@ def json_schema(tp: Any, defs: dict[str, Any] | None = None) -> dict[str, Any]: 
 
 
 METRICS_CLASSES: Mapping[str, str] = {
+    "compare": "infradoctor.compare.analysis:CompareMetrics",
     "scan": "infradoctor.scan.metrics:ScanMetrics",
 }
 """Each command's typed metrics class, as ``module:Class`` (imported on use; see :func:`metrics_class`)."""

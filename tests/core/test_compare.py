@@ -51,7 +51,7 @@ def test_compare_calls_out_improvements_and_regressions() -> None:
     throughput = rows[("throughput_rps", "value")]
     assert throughput["direction"] == "better" and not throughput["improved"]  # one value per run: no CI
     assert ("p99_ms", "value") not in rows  # the latency distribution's own row covers it
-    assert result.metrics["findings_resolved"] == ["S001"]
+    assert result.metrics["findings_gone"] == [{"code": "S001", "reason": ""}]
     assert result.metrics["headline"]["regressions"] == 0
     worse = compare_results(after, before, resamples=200)
     assert worse.metrics["headline"]["regressions"] >= 2
@@ -100,3 +100,34 @@ def test_warnings_for_runs_that_measure_different_things() -> None:
     warnings = compare_results(before, after, resamples=100).metrics["warnings"]
     assert any("different commands" in w for w in warnings)
     assert any("exited with status 1" in w for w in warnings)
+
+
+def test_changes_without_an_interval_are_counted_apart_and_small_ones_not_judged() -> None:
+    before = run(samples(1, 100), 100.0, "a")
+    before = before.with_(metrics={**before.metrics, "headline": {**before.metrics["headline"], "peak_rss_mb": 340.0}})
+    after = run(samples(2, 50), 3202.0, "b")
+    after = after.with_(metrics={**after.metrics, "headline": {**after.metrics["headline"], "peak_rss_mb": 344.8}})
+    result = compare_results(before, after, resamples=100)
+    rows = {(r["metric"], r["statistic"]): r for r in result.metrics["changes"]}
+    assert rows[("throughput_rps", "value")]["verdict"] == "better, no interval"  # +3102%: a fact, not a noise claim
+    assert rows[("peak_rss_mb", "value")]["verdict"] == "about the same, no interval"  # +1.4% is not "worse"
+    head = result.metrics["headline"]
+    assert head["improvements"] == 3 and head["not_judged"] == 2 and "unchanged" not in head  # mean, p50, p99
+    assert result.target["description"] == "'a' (load) -> 'b' (load)"
+
+
+def test_an_interval_needs_enough_samples() -> None:
+    result = compare_results(run(samples(1, 100, n=15), 10, "a"), run(samples(2, 50, n=15), 10, "b"), resamples=100)
+    mean_row = next(r for r in result.metrics["changes"] if r["statistic"] == "mean")
+    assert mean_row["significant"] is None and mean_row["verdict"] == "too few samples (n=15)"
+    assert mean_row["n_before"] == 15 and result.metrics["headline"]["improvements"] == 0
+
+
+def test_an_interrupted_run_is_never_compared_as_if_complete() -> None:
+    from infradoctor.result import ErrorNote
+
+    before = run(samples(1, 1), 10, "a").with_(errors=(ErrorNote("profile.interrupted", "Ctrl-C"),))
+    result = compare_results(before, run(samples(2, 20), 10, "b"), resamples=100)
+    assert not any(r["regression"] or r["improved"] for r in result.metrics["changes"])
+    assert all(r["verdict"].startswith("not judged") for r in result.metrics["changes"])
+    assert any("interrupted" in w for w in result.metrics["warnings"])

@@ -114,3 +114,27 @@ def test_damaged_run_is_skipped_and_named(cli, isolated_store) -> None:
 def test_network_assumption_comes_from_the_target() -> None:
     text = "\n".join(build_writeup(runs(), resamples=100).method)
     assert "over loopback" in text
+
+
+def test_writeup_claims_only_what_the_runs_show() -> None:
+    before, after = runs()
+    before = before.with_(findings=(*before.findings, make_finding("S003", "no backpressure past the knee")))
+    after = after.with_(metrics={**after.metrics, "knee": None})  # the after sweep never reached a knee
+    writeup = build_writeup([before, after], resamples=100)
+    md = to_markdown(writeup)
+    assert "applied fix" not in md
+    assert "no longer found after the change: P006, S001" in md
+    assert "not because of a fix: S003: the after sweep found no knee" in md
+    assert not any(r.startswith("S003") and "no longer found" in r for r in writeup.risks)
+    assert writeup.summary[0].startswith("Investigated serve: the HTTP endpoint http://127.0.0.1:8000/predict")
+
+
+def test_an_interrupted_after_run_is_not_compared() -> None:
+    from infradoctor.result import ErrorNote
+
+    before, after = runs()
+    after = after.with_(errors=(ErrorNote("load.interrupted", "Ctrl-C after 2 of 4 points"),))
+    writeup = build_writeup([before, after], resamples=100)
+    md = to_markdown(writeup)
+    assert "NOT confirmed: the after run was interrupted" in md and "not compared: the after run" in md
+    assert "REGRESSION" not in md and "->" not in "\n".join(writeup.changes)

@@ -6,7 +6,6 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
 
 import jsonschema
 import pytest
@@ -27,7 +26,7 @@ def test_shipped_schema_is_generated_from_the_metrics_classes() -> None:
 @pytest.mark.parametrize("command", sorted(METRICS_CLASSES))
 def test_each_command_has_a_named_metrics_definition(command: str) -> None:
     cls = metrics_class(command)
-    assert cls is not None and cls.command == command
+    assert cls is not None and issubclass(cls, Metrics)
     assert f"{command}Metrics" in schema_document()["$defs"]
 
 
@@ -45,7 +44,6 @@ class Inner(Metrics):
 class Outer(Metrics):
     """A command's metrics."""
 
-    command: ClassVar[str] = "example"
     inner: Inner
     """Nested."""
     points: tuple[Inner, ...] = ()

@@ -133,14 +133,14 @@ class DemoCommand(Command):
         from infradoctor.result import Result
 
         assert isinstance(before, Result) and isinstance(after, Result)
-        rows = [r.to_dict() for r in compare_changes(before, after, resamples=200)]
+        rows = compare_changes(before, after, resamples=200)
         wanted = ("samples_per_s", "throughput_rps", "p99_ms", "latency_ms", "step_time_ms", "data_wait_fraction")
         shown = 0
         for name in wanted:
             for row in rows:
-                if not row["comparable"] or not (row["before"] or row["after"]):
+                if not row.comparable or not (row.before or row.after):
                     continue
-                if row["metric"] == name and row["statistic"] in ("value", "p99"):
+                if row.metric == name and row.statistic in ("value", "p99"):
                     say(f"  result   {describe_change(row)}")
                     shown += 1
                     break

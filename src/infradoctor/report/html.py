@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from html import escape
 
@@ -79,6 +80,14 @@ def html_section(section: Section) -> str:
     return "".join(parts)
 
 
+_CODE_SPAN = re.compile(r"`([^`\n]{1,400})`")
+
+
+def inline(text: str) -> str:
+    """Untrusted text as HTML: escaped, with backtick spans (``def``, `torch.inference_mode()`) as <code>."""
+    return _CODE_SPAN.sub(r"<code>\1</code>", escape(text))
+
+
 def html_page(title: str, body: str) -> str:
     """A complete document with inline CSS and no external resources."""
     return (
@@ -127,9 +136,9 @@ class HtmlRenderer(Renderer):
             where = f" at <code>{escape(str(finding.location))}</code>" if finding.location else ""
             block = [
                 f'<div class="finding"><span class="sev sev-{sev}">{sev}</span> '
-                f"<b>{escape(finding.code)} {escape(finding.name)}</b>: {escape(finding.title)}{where}"
+                f"<b>{escape(finding.code)} {escape(finding.name)}</b>: {inline(finding.title)}{where}"
             ]
-            block += [f"<div><i>{label}:</i> {escape(text)}</div>" for label, text in finding_details(finding)]
+            block += [f"<div><i>{label}:</i> {inline(text)}</div>" for label, text in finding_details(finding)]
             block.append("</div>")
             parts.append("".join(block))
         errors = list(result.errors) + render_errors

@@ -18,15 +18,17 @@ from infradoctor.result import Result, describe_target
 
 
 def md_escape(text: str) -> str:
-    """Text safe inside Markdown: table pipes, HTML tags, code and emphasis markers escaped, one line.
+    """Untrusted text safe inside Markdown, on one line, and still readable as plain text.
 
-    Underscores inside words, ``>`` and ``#`` stay as they are: they only act at the start of a line, and every line
-    the renderers write starts with their own prefix.
+    HTML (``<``), table pipes, emphasis stars and links (``](``) are neutralised; brackets and backtick code
+    spans stay as written (``[serve]`` is not a link; `` `def` `` is meant as code). Underscores inside words,
+    ``>`` and ``#`` stay: they only act at the start of a line, and every line the renderers write starts with
+    their own prefix.
     """
     out = str(text).replace("\\", "\\\\")
-    for ch in "|`*[]":
+    for ch in "|*":
         out = out.replace(ch, "\\" + ch)
-    out = out.replace("<", "&lt;")
+    out = out.replace("](", "]\\(").replace("<", "&lt;")
     return " ".join(out.splitlines())
 
 

@@ -88,14 +88,18 @@ def _cell(value: Any) -> Cell:
     return str(value)
 
 
-def format_value(value: Cell) -> str:
-    """Numbers with sensible precision; None as an en dash."""
+def format_value(value: Cell, *, signed: bool = False) -> str:
+    """Numbers for people: sensible precision, thousands separators, never scientific notation; None as a dash.
+
+    ``signed`` puts a ``+`` before positive numbers (changes, interval ends).
+    """
     if value is None:
         return "–"
     if isinstance(value, bool):
         return "yes" if value else "no"
+    sign = "+" if signed and isinstance(value, (int, float)) and value > 0 else ""
     if isinstance(value, int):
-        return f"{value:,}" if abs(value) >= 10000 else str(value)
+        return sign + (f"{value:,}" if abs(value) >= 10000 else str(value))
     if isinstance(value, float):
         if not math.isfinite(value):
             return "–"
@@ -103,12 +107,15 @@ def format_value(value: Cell) -> str:
         if magnitude == 0:
             return "0"
         if magnitude >= 1000:
-            return f"{value:,.0f}"
+            return sign + f"{value:,.0f}"
         if magnitude >= 10:
-            return f"{value:.1f}"
+            return sign + f"{value:.1f}"
         if magnitude >= 0.01:
-            return f"{value:.3g}"
-        return f"{value:.2e}"
+            return sign + f"{value:.3g}"
+        if magnitude < 1e-9:
+            return "0"
+        decimals = min(12, 1 - math.floor(math.log10(magnitude)))  # two significant digits
+        return sign + f"{value:.{decimals}f}"
     return str(value)
 
 

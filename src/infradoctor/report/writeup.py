@@ -18,6 +18,7 @@ from typing import Any
 
 from infradoctor import __version__
 from infradoctor.compare import compare_results, lower_is_better
+from infradoctor.compare.analysis import MATERIAL_PCT, CompareMetrics, MetricChange, interrupted
 from infradoctor.findings import Finding, catalog, rank_findings
 from infradoctor.report.sections import format_evidence, format_value
 from infradoctor.result import Result, describe_target, utc_now_iso
@@ -52,55 +53,52 @@ class Pair:
     """The ``compare`` result of the two."""
 
     @property
+    def metrics(self) -> CompareMetrics:
+        """The comparison, typed."""
+        return CompareMetrics.from_dict(self.comparison.metrics)
+
+    @property
     def failure(self) -> str:
-        """Why the after run is not a valid measurement (non-zero exit, partial evidence), or ``""``."""
-        run = self.after
-        if run.exit_status not in (None, 0):
-            return f"the after run's workload exited with status {run.exit_status}"
-        problems = sorted({e.source for e in run.errors if e.source not in ("store", "kernel-log")})
-        if problems and not run.metrics.get("headline"):
+        """Why the pair is no valid before -> after measurement (interrupted, failed, measured nothing), or ``""``."""
+        for name, run in (("baseline", self.before), ("after", self.after)):
+            if interrupted(run):
+                return f"the {name} run was interrupted (Ctrl-C or SIGTERM) before it completed"
+            if run.exit_status not in (None, 0):
+                return f"the {name} run's workload exited with status {run.exit_status}"
+        problems = sorted({e.source for e in self.after.errors if e.source not in ("store", "kernel-log")})
+        if problems and not self.after.metrics.get("headline"):
             return "the after run measured nothing (" + ", ".join(problems) + ")"
         return ""
 
-    def changes(self) -> list[Mapping[str, Any]]:
+    def changes(self) -> list[MetricChange]:
         """Comparison rows."""
-        return [r for r in self.comparison.metrics.get("changes", []) if isinstance(r, Mapping)]
+        return list(self.metrics.changes)
 
-    def key_changes(self, limit: int = 3) -> list[Mapping[str, Any]]:
-        """The most telling changes: significant distribution shifts first, then headline metrics, by size."""
+    def key_changes(self, limit: int = 3) -> list[MetricChange]:
+        """The most telling changes: beyond-noise shifts first, then material moves, throughput before latency."""
 
-        def score(row: Mapping[str, Any]) -> tuple[int, int, int, int, float]:
-            pct = row.get("change_pct")
-            size = abs(pct) if isinstance(pct, (int, float)) and math.isfinite(pct) else 0.0
-            moved = 2 if row.get("improved") else 1 if row.get("regression") else 0
-            throughput = int(lower_is_better(str(row.get("metric"))) is False)
+        def score(row: MetricChange) -> tuple[int, int, int, int, float]:
+            size = abs(row.change_pct) if row.change_pct is not None and math.isfinite(row.change_pct) else 0.0
+            moved = 2 if row.improved else 1 if row.regression else 0
+            throughput = int(lower_is_better(row.metric) is False)
             return (
                 moved,
-                2 if row.get("direction") == "better" else int(row.get("direction") == "worse" and size >= 5.0),
+                2 if row.direction == "better" else int(row.direction == "worse" and size >= MATERIAL_PCT),
                 throughput,
-                int(row.get("source") == "distribution" and row.get("statistic") != "mean"),
+                int(row.source == "distribution" and row.statistic != "mean"),
                 size,
             )
 
-        rows = [
-            r
-            for r in self.changes()
-            if r.get("before") is not None
-            and r.get("after") is not None
-            and r.get("comparable", True)
-            and r.get("before") != r.get("after")
-            and r.get("better") != "unknown"
-        ]
-        ranked = sorted(rows, key=score, reverse=True)
-        picked: list[Mapping[str, Any]] = []
+        rows = [r for r in self.changes() if r.comparable and r.before != r.after and r.better != "unknown"]
+        picked: list[MetricChange] = []
         seen: set[str] = set()
-        for row in ranked:
-            if row["metric"] in seen:
+        for row in sorted(rows, key=score, reverse=True):
+            if row.metric in seen:
                 continue
             if picked and score(row)[:2] == (0, 0):
-                break  # neither significant nor a real move: not worth a line once something is shown
+                break  # neither beyond noise nor a real move: not worth a line once something is shown
             picked.append(row)
-            seen.add(str(row["metric"]))
+            seen.add(row.metric)
             if len(picked) >= limit:
                 break
         return picked
@@ -127,7 +125,7 @@ class Writeup:
     changes: Sequence[str]
     """Changes made, from the after runs' labels and notes."""
     risks: Sequence[str]
-    """Risks and tradeoffs of the fixes applied (and of those recommended)."""
+    """Risks and tradeoffs: of the fixes for findings that are gone, of those recommended, regressions measured."""
     next_steps: Sequence[str]
     """Recommended next steps, ranked."""
     remaining: Sequence[tuple[Finding, Result]] = field(default_factory=tuple)
@@ -159,20 +157,23 @@ def pair_runs(runs: Sequence[Result], *, resamples: int = 300) -> tuple[list[Pai
     return pairs, sorted(unpaired, key=lambda r: r.started_at)
 
 
-def describe_change(row: Mapping[str, Any]) -> str:
-    """``latency_ms p99 850 -> 120 (-86%, significant)`` for one comparison row."""
-    stat = row.get("statistic")
-    name = f"{row['metric']}" + (f" {stat}" if stat and stat != "value" else "")
-    pct = row.get("change_pct")
-    pct_text = f"{pct:+.0f}%" if isinstance(pct, (int, float)) and math.isfinite(pct) else "n/a"
-    if row.get("significant") is True:
-        note = ", beyond noise (95% CI)"
-    elif row.get("significant") is False:
-        note = ", within noise"
+def describe_change(row: MetricChange) -> str:
+    """``latency_ms p99: 850 -> 120 (-86%, beyond noise: 95% CI, n=800/790)`` for one comparison row."""
+    name = row.metric + (f" {row.statistic}" if row.statistic != "value" else "")
+    pct = f"{row.change_pct:+.0f}%" if row.change_pct is not None and math.isfinite(row.change_pct) else "n/a"
+    n = f", n={row.n_before}/{row.n_after}" if row.n_before is not None else ""
+    if row.significant is True:
+        note = f", beyond noise: 95% CI{n}"
+    elif row.significant is False:
+        note = f", within noise{n}"
+    elif row.verdict.startswith("too few samples"):
+        note = f", {row.verdict}: not judged"
+    elif not row.judged:
+        note = ", not judged: a run was incomplete"
     else:
         note = ""
-    verdict = " REGRESSION" if row.get("regression") else ""
-    return f"{name}: {format_value(row.get('before'))} -> {format_value(row.get('after'))} ({pct_text}{note}){verdict}"
+    verdict = " REGRESSION" if row.regression else ""
+    return f"{name}: {format_value(row.before)} -> {format_value(row.after)} ({pct}{note}){verdict}"
 
 
 def short_target(run: Result) -> str:
@@ -192,6 +193,39 @@ def short_target(run: Result) -> str:
     else:
         text = describe_target(run.target)
     return text if len(text) <= 90 else text[:89] + "…"
+
+
+def describe_system(run: Result) -> str:
+    """What a run measured, in words: ``a model server (serve.py) under load at http://...``."""
+    target = run.target if isinstance(run.target, Mapping) else {}
+    metrics = run.metrics if isinstance(run.metrics, Mapping) else {}
+    argv = [str(a) for a in target.get("argv") or []] if isinstance(target.get("argv"), list) else []
+    script = next((a.rsplit("/", 1)[-1] for a in argv if a.endswith(".py")), None)
+    if not script and "-m" in argv and argv.index("-m") + 1 < len(argv):
+        script = argv[argv.index("-m") + 1]
+    if run.command == "profile":
+        service = metrics.get("service")
+        if isinstance(service, Mapping) and service.get("load_url"):
+            return f"a model server ({script or 'its command'}) under load at {service['load_url']}"
+        return f"a Python workload ({script or short_target(run)})"
+    if run.command == "load":
+        return f"the HTTP endpoint {describe_target(target)} under load"
+    if run.command == "route":
+        backends = target.get("backends")
+        count = f" and its {len(backends)} backends" if isinstance(backends, list) else ""
+        return f"the router at {describe_target(target)}{count}"
+    if run.command == "logs":
+        listed = target.get("files")
+        files = listed if isinstance(listed, list) else []
+        return f"{len(files)} log file{'s' if len(files) != 1 else ''} ({describe_target(target)})"
+    if run.command == "scan":
+        return f"the code under {describe_target(target)}"
+    if run.command == "node":
+        recorded = target.get("smi_xml") or target.get("nvml_record")
+        return f"recorded GPU evidence ({recorded})" if recorded else "this node's GPUs and host"
+    if run.command == "fleet":
+        return f"the fleet behind {describe_target(target)}"
+    return f"{run.command} of {describe_target(target)}"
 
 
 def _finding_line(finding: Finding, run: Result) -> str:
@@ -218,6 +252,111 @@ def _ranked_pairs(items: Sequence[tuple[Finding, Result]]) -> list[tuple[Finding
     return sorted(items, key=lambda item: order[id(item[0])])
 
 
+def _scenario(pair: Pair) -> str:
+    return f"[{pair.scenario}] " if pair.scenario else ""
+
+
+def _investigated(pairs: Sequence[Pair], unpaired: Sequence[Result]) -> str:
+    """The Summary's first line: the systems looked at, in words (the baseline's note says what it is, if given)."""
+    parts = []
+    for pair in pairs:
+        what = describe_system(pair.before)
+        about = f"{pair.before.note}: " if pair.before.note else ""
+        parts.append(f"{pair.scenario + ': ' if pair.scenario else ''}{about}{what}")
+    parts += [(f"{run.label}: " if run.label else "") + describe_system(run) for run in unpaired]
+    shown = parts[:6]
+    more = f" (+{len(parts) - 6} more)" if len(parts) > 6 else ""
+    return "Investigated " + "; ".join(shown) + more + "."
+
+
+def _summary(pairs: Sequence[Pair], unpaired: Sequence[Result], found: Sequence[tuple[Finding, Result]],
+             remaining: Sequence[tuple[Finding, Result]]) -> list[str]:
+    summary = [_investigated(pairs, unpaired)]
+    for pair in pairs:
+        scen = _scenario(pair)
+        top = pair.before.ranked()[:2]
+        if top:
+            summary.append(f"{scen}Bottleneck: " + "; ".join(f"{f.code} {f.name}: {f.title}" for f in top))
+        change = pair.after.note or f"re-measured as '{pair.after.label}' (no note says what changed)"
+        if pair.failure:
+            summary.append(f"{scen}Tried: {change}; NOT confirmed: {pair.failure}, so nothing was compared")
+            continue
+        summary.append(f"{scen}Changed and measured again: {change}")
+        keys = pair.key_changes(2)
+        if keys:
+            summary.append(f"{scen}Result: " + "; ".join(describe_change(r) for r in keys))
+    if not pairs and found:
+        summary.append("Bottleneck: " + "; ".join(f"{f.code} {f.name}: {f.title}" for f, _ in found[:3]))
+    if remaining:
+        summary.append("Remaining opportunities: " + "; ".join(f"{f.code} {f.name}" for f, _ in remaining[:4]))
+    elif pairs and not any(p.failure for p in pairs):
+        summary.append("Remaining opportunities: none above the detection thresholds in the after runs.")
+    return summary
+
+
+def _changes(pairs: Sequence[Pair]) -> list[str]:
+    changes: list[str] = []
+    for pair in pairs:
+        note = pair.after.note or "(no note recorded: what was changed is not known)"
+        changes.append(
+            f"{_scenario(pair)}{note} (baseline run {pair.before.run_id or 'unsaved'}, "
+            f"after run {pair.after.run_id or 'unsaved'}, {pair.after.command})"
+        )
+        metrics = pair.metrics
+        if pair.failure:
+            changes.append(f"    not compared: {pair.failure}")
+            continue
+        changes += [f"    WARNING: {w}" for w in metrics.warnings]
+        changes += [f"    {describe_change(row)}" for row in pair.key_changes(4)]
+        plain = [g.code for g in metrics.findings_gone if not g.reason]
+        if plain:
+            changes.append("    no longer found after the change: " + ", ".join(plain))
+        changes += [f"    no longer found, but not because of a fix: {g.code}: {g.reason}"
+                    for g in metrics.findings_gone if g.reason]
+        if metrics.findings_new:
+            changes.append("    new findings: " + ", ".join(metrics.findings_new))
+    if not changes:
+        changes.append(
+            "No change was measured yet: label a baseline run and an after run (--label baseline / "
+            "--label after, with --note saying what changed) to get before -> after numbers."
+        )
+    return changes
+
+
+def _risks(pairs: Sequence[Pair], remaining: Sequence[tuple[Finding, Result]]) -> list[str]:
+    risks: list[str] = []
+    seen: set[str] = set()
+    for pair in pairs:
+        if pair.failure:
+            continue
+        gone = {g.code for g in pair.metrics.findings_gone if not g.reason}
+        for finding in pair.before.ranked():
+            if finding.code in gone and finding.code not in seen:
+                seen.add(finding.code)
+                risk = finding.risk or catalog()[finding.code].risk
+                risks.append(f"{finding.code} {finding.name} is no longer found after {_scenario(pair)}the change; "
+                             f"the usual tradeoff of its fix: {risk}")
+    for finding, _run in remaining:
+        if finding.code not in seen:
+            seen.add(finding.code)
+            risks.append(f"{finding.code} {finding.name} (recommended fix): "
+                         f"{finding.risk or catalog()[finding.code].risk}")
+    for pair in pairs:
+        if not pair.failure:
+            risks += [f"Regression measured in {_scenario(pair) or pair.after.command + ' '}: {describe_change(row)}"
+                      for row in [r for r in pair.changes() if r.regression][:3]]
+    return risks
+
+
+def _next_steps(remaining: Sequence[tuple[Finding, Result]]) -> list[str]:
+    steps = []
+    for finding, run in remaining[:6]:
+        where = f" ({finding.location})" if finding.location else ""
+        steps.append(f"{finding.code} {finding.name}{where} in {run.command}: {finding.fix}")
+    return steps or ["Keep the after runs as the new baseline; re-run `infradoctor compare` after each change "
+                     "and in CI to catch regressions."]
+
+
 def build_writeup(
     runs: Sequence[Result], *, title: str | None = None, resamples: int = 300, skipped: Sequence[str] = ()
 ) -> Writeup:
@@ -233,96 +372,17 @@ def build_writeup(
             [(f, p.after) for p in pairs for f in p.after.findings] + [(f, r) for r in unpaired for f in r.findings]
         )
     )
-
-    summary: list[str] = []
-    targets = sorted({f"{r.command} {short_target(r)}" for r in ordered})
-    summary.append(
-        "Investigated: " + "; ".join(targets[:6]) + (f" (+{len(targets) - 6} more)" if len(targets) > 6 else "")
-    )
-    for pair in pairs:
-        top = pair.before.ranked()[:2]
-        scen = f"[{pair.scenario}] " if pair.scenario else ""
-        if top:
-            summary.append(f"{scen}Bottleneck: " + "; ".join(f"{f.code} {f.name}: {f.title}" for f in top))
-        change = pair.after.note or f"re-measured as '{pair.after.label}'"
-        if pair.failure:
-            summary.append(f"{scen}Implemented: {change}; NOT confirmed: {pair.failure}")
-            continue
-        summary.append(f"{scen}Implemented and tested: {change}")
-        keys = pair.key_changes(2)
-        if keys:
-            summary.append(f"{scen}Result: " + "; ".join(describe_change(r) for r in keys))
-    if not pairs and found:
-        summary.append("Bottleneck: " + "; ".join(f"{f.code} {f.name}: {f.title}" for f, _ in found[:3]))
-    if remaining:
-        summary.append("Remaining opportunities: " + "; ".join(f"{f.code} {f.name}" for f, _ in remaining[:4]))
-    elif pairs and not any(p.failure for p in pairs):
-        summary.append("Remaining opportunities: none above the detection thresholds in the after runs.")
-
-    method = _method(ordered) + [f"Not used (unreadable): {s}" for s in skipped]
-
-    changes: list[str] = []
-    for pair in pairs:
-        scen = f"[{pair.scenario}] " if pair.scenario else ""
-        note = pair.after.note or "(no note recorded)"
-        changes.append(
-            f"{scen}{note} (baseline run {pair.before.run_id or 'unsaved'}, "
-            f"after run {pair.after.run_id or 'unsaved'}, {pair.after.command})"
-        )
-        if pair.failure:
-            changes.append(f"    not a valid measurement: {pair.failure}")
-        changes += [f"    WARNING: {w}" for w in pair.comparison.metrics.get("warnings") or []]
-        changes += [f"    {describe_change(row)}" for row in pair.key_changes(4)]
-        resolved = pair.comparison.metrics.get("findings_resolved") or []
-        new = pair.comparison.metrics.get("findings_new") or []
-        if resolved:
-            changes.append("    findings resolved: " + ", ".join(map(str, resolved)))
-        if new:
-            changes.append("    new findings: " + ", ".join(map(str, new)))
-    if not changes:
-        changes.append(
-            "No change was measured yet: label a baseline run and an after run (--label baseline / "
-            "--label after) to get before -> after numbers."
-        )
-
-    risks: list[str] = []
-    seen_codes: set[str] = set()
-    applied = [
-        f for p in pairs for f in p.before.findings if f.code in (p.comparison.metrics.get("findings_resolved") or [])
-    ]
-    for finding in [*applied, *(f for f, _ in remaining)]:
-        if finding.code in seen_codes:
-            continue
-        seen_codes.add(finding.code)
-        risk = finding.risk or catalog()[finding.code].risk
-        kind = "applied" if finding in applied else "recommended"
-        risks.append(f"{finding.code} {finding.name} ({kind} fix): {risk}")
-    for pair in pairs:
-        regressions = [r for r in pair.changes() if r.get("regression")]
-        for row in regressions[:3]:
-            risks.append(f"Regression measured in [{pair.scenario or pair.after.command}]: {describe_change(row)}")
-
-    next_steps: list[str] = []
-    for finding, run in remaining[:6]:
-        where = f" ({finding.location})" if finding.location else ""
-        next_steps.append(f"{finding.code} {finding.name}{where} in {run.command}: {finding.fix}")
-    if not next_steps:
-        next_steps.append(
-            "Keep the after runs as the new baseline; re-run `infradoctor compare` after each change "
-            "and in CI to catch regressions."
-        )
-
     return Writeup(
         title=title or "infradoctor report",
         generated_at=utc_now_iso(),
         runs=ordered,
         pairs=pairs,
-        summary=summary,
-        method=method,
+        summary=_summary(pairs, unpaired, found, remaining),
+        method=_method(ordered) + [f"Not used (unreadable): {s}" for s in skipped],
         findings=[(f, r) for f, r in found[:10]],
-        changes=changes,
-        risks=risks,
-        next_steps=next_steps,
+        changes=_changes(pairs),
+        risks=_risks(pairs, remaining),
+        next_steps=_next_steps(remaining),
         remaining=remaining,
     )
 

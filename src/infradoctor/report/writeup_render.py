@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from html import escape
-from typing import Any
 
+from infradoctor.compare.analysis import MetricChange
 from infradoctor.report.charts import all_charts
-from infradoctor.report.html import html_page
+from infradoctor.report.html import html_page, inline
 from infradoctor.report.markdown import md_escape
-from infradoctor.report.present.compare import verdict
+from infradoctor.report.present.compare import change_text, interval_text, verdict
 from infradoctor.report.sections import format_value
 from infradoctor.report.writeup import Writeup, finding_line
 from infradoctor.result import Result
@@ -17,22 +16,11 @@ from infradoctor.result import Result
 CHANGE_COLUMNS = ("metric", "before", "after", "change", "95% CI of change", "verdict")
 
 
-def change_cells(row: Mapping[str, Any]) -> list[str]:
+def change_cells(row: MetricChange) -> list[str]:
     """Cells of one before -> after row."""
-    stat = row.get("statistic")
-    name = str(row.get("metric")) + (f" ({stat})" if stat and stat != "value" else "")
-    pct = row.get("change_pct")
-    ci = "–"
-    if row.get("ci_low") is not None and row.get("ci_high") is not None:
-        ci = f"[{row['ci_low']:+.3g}, {row['ci_high']:+.3g}]"
-    return [
-        name,
-        format_value(row.get("before")),
-        format_value(row.get("after")),
-        f"{pct:+.0f}%" if isinstance(pct, (int, float)) else "–",
-        ci,
-        verdict(row),
-    ]
+    name = row.metric + (f" ({row.statistic})" if row.statistic != "value" else "")
+    return [name, format_value(row.before), format_value(row.after), change_text(row), interval_text(row),
+            verdict(row)]
 
 
 SECTIONS = ("Summary", "Method", "Findings", "Changes made", "Risks / tradeoffs", "Recommended next steps")
@@ -79,7 +67,7 @@ def to_html(writeup: Writeup) -> str:
 
     def bullets(items: list[str] | tuple[str, ...], ordered: bool = False) -> str:
         tag = "ol" if ordered else "ul"
-        return f"<{tag}>" + "".join(f"<li>{escape(s)}</li>" for s in items) + f"</{tag}>"
+        return f"<{tag}>" + "".join(f"<li>{inline(s)}</li>" for s in items) + f"</{tag}>"
 
     body = [
         f"<h1>{escape(writeup.title)}</h1>",
@@ -91,9 +79,9 @@ def to_html(writeup: Writeup) -> str:
     body.append('<section id="changes"><h2>Changes made</h2><ul>')
     for line in writeup.changes:
         if line.startswith("    "):
-            body.append(f'<li style="list-style:circle;margin-left:1.5rem">{escape(line.strip())}</li>')
+            body.append(f'<li style="list-style:circle;margin-left:1.5rem">{inline(line.strip())}</li>')
         else:
-            body.append(f"<li>{escape(line)}</li>")
+            body.append(f"<li>{inline(line)}</li>")
     body.append("</ul>")
     for pair in writeup.pairs:
         rows = pair.key_changes(6)

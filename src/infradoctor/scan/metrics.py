@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
 
 from infradoctor.metrics import Metrics
 
@@ -45,8 +44,6 @@ class AppliedFix(Metrics):
 @dataclass(frozen=True)
 class ScanMetrics(Metrics):
     """Metrics of ``infradoctor scan``."""
-
-    command: ClassVar[str] = "scan"
 
     headline: ScanHeadline
     """The totals."""

@@ -8,7 +8,7 @@
 #   torch.no_grad(); save_checkpoint() of a dict with the state_dicts after each epoch (+ copy as best).
 # Changed: torchvision -> ../torchvision_standin.py (FakeData reseeds per index, builds a PIL image and reads its
 #   target with .item(), as torchvision's does; resnet18 is the same architecture, 11.7M parameters);
-#   image size 224 -> 32 (--image-size), FakeData sizes 1281167/50000 -> 480/224, --epochs 90 -> 1,
+#   image size 224 -> 32 (--image-size), FakeData sizes 1281167/50000 -> 480/352, --epochs 90 -> 1,
 #   --batch-size 256 -> 32, --workers 4 -> 2 (the machine has 2 cores) so that it runs in seconds on CPU;
 #   the distributed / multiprocessing-distributed / DataParallel / --resume / --gpu branches and the real
 #   ImageFolder pipeline are removed (not reachable with --dummy on CPU); checkpoints go to the temp dir.
@@ -97,7 +97,7 @@ def main_worker(device, args):
     print("=> Dummy data is used!")
     size = (3, args.image_size, args.image_size)
     train_dataset = datasets.FakeData(480, size, 1000, transforms.ToTensor())
-    val_dataset = datasets.FakeData(224, size, 1000, transforms.ToTensor())
+    val_dataset = datasets.FakeData(352, size, 1000, transforms.ToTensor())
 
     train_sampler = None
     val_sampler = None
