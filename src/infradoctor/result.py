@@ -189,7 +189,9 @@ def new_result(
 
 
 def describe_target(target: Mapping[str, Any]) -> str:
-    """One line for a target: the URL, the command line, the files, or the host."""
+    """One line for a target: its description, the URL, the command line, the files, or the host."""
+    if target.get("description"):
+        return str(target["description"])
     for key in ("url", "router"):
         if target.get(key):
             return str(target[key])

@@ -59,3 +59,40 @@ def test_demo_runs_the_method_and_writes_the_report(cli, tmp_path: Path, result_
     html = (out / "demo-report.html").read_text()
     assert html.startswith("<!DOCTYPE html>") and "<svg" in html
     assert "serve-baseline" in run.stdout or "baseline" in run.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_ctrl_c_stops_the_whole_demo(tmp_path: Path) -> None:
+    """SIGINT to the process group (a terminal's Ctrl-C) ends the demo with 130 and writes no report."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "demo-out"
+    def as_from_a_terminal() -> None:  # a background job (CI, a tool's shell) inherits SIGINT ignored
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    proc = subprocess.Popen([sys.executable, "-m", "infradoctor", "demo", "--out", str(out), "--only", "train"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=as_from_a_terminal)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:  # until the baseline workload is running
+            if (out / "logs" / "train-baseline.log").exists():
+                break
+            time.sleep(0.1)
+        time.sleep(3.0)
+        os.killpg(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, stdout.decode() + stderr.decode()
+    assert b"Traceback" not in stderr and b"Traceback" not in stdout
+    assert b"baseline interrupted: the demo stops here" in stdout
+    assert not (out / "demo-report.md").exists()
+    assert not (out / "train-after.json").exists()  # the after step never started

@@ -149,4 +149,9 @@ def _terminate_as_interrupt(signum: int, frame: object) -> None:
 def console_main() -> None:
     """Entry point of the ``infradoctor`` console script."""
     signal.signal(signal.SIGTERM, _terminate_as_interrupt)
-    sys.exit(main())
+    try:
+        code = main()
+    except KeyboardInterrupt:  # Ctrl-C while starting up (imports, parsing): no traceback
+        print("infradoctor: interrupted", file=sys.stderr)
+        code = EXIT_INTERRUPTED
+    sys.exit(code)

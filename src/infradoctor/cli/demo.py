@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TextIO
 
 from infradoctor.cli.base import Command
-from infradoctor.errors import EXIT_OK, EXIT_TARGET, MissingExtraError, UsageError
+from infradoctor.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_TARGET, MissingExtraError, UsageError
 
 
 class DemoCommand(Command):
@@ -81,8 +81,7 @@ class DemoCommand(Command):
                 label = f"{scenario.name}-{phase}"
                 json_path = out / f"{label}.json"
                 argv = ["profile", "--store", str(store), "--label", label, "--quiet", "--json", str(json_path)]
-                if phase == "after":
-                    argv += ["--note", scenario.fix_note]
+                argv += ["--note", scenario.fix_note if phase == "after" else scenario.title]
                 workload = [sys.executable, str(workloads / script), *scenario.args]
                 if scenario.service:
                     port = free_port()
@@ -102,6 +101,10 @@ class DemoCommand(Command):
                 t0 = time.monotonic()
                 with _quiet_fds(logs / f"{label}.log"):
                     code = cli_main([*argv, "--", *workload])
+                if code == EXIT_INTERRUPTED:  # Ctrl-C stops the whole demo, not just the step that was running
+                    say(f"  {phase:8} interrupted: the demo stops here (the partial run is stored, marked "
+                        "interrupted, and never compared as if complete)")
+                    return EXIT_INTERRUPTED
                 if not json_path.exists():
                     say(f"  {phase:8} failed (exit {code}); see {logs / f'{label}.log'}")
                     failures += 1

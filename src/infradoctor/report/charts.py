@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from infradoctor.compare.analysis import step_mismatch
-from infradoctor.report.svg import Series, line_chart, stacked_bars
+from infradoctor.report.svg import Marker, Series, line_chart, stacked_bars
 from infradoctor.result import Result
 
 
@@ -43,10 +43,14 @@ def run_name(run: Result) -> str:
 
 
 def latency_vs_load(runs: Sequence[Result]) -> str:
-    """p99 (and p50) latency against offered load, one line per run."""
+    """p99 (and p50) latency against offered load, one line per run, on a log latency axis with the knees marked."""
     series: list[Series] = []
+    markers: list[Marker] = []
     x_label = "offered load"
     for run in runs:
+        knee = _get(run.metrics, "knee.level", "load.knee.level")
+        if _num(knee) is not None:
+            markers.append(Marker(float(knee), f"knee ({run_name(run)})"))
         points = _get(run.metrics, "points", "load.points")
         if not isinstance(points, Sequence) or isinstance(points, (str, bytes)):
             continue
@@ -74,7 +78,8 @@ def latency_vs_load(runs: Sequence[Result]) -> str:
         if p50:
             series.append(Series(f"{run_name(run)} p50", sorted(p50), dashed=dashed))
     log_x = x_label == "concurrency"
-    return line_chart("Latency vs load", series, x_label=x_label, y_label="latency (ms)", log_x=log_x)
+    return line_chart("Latency vs load", series, x_label=x_label, y_label="latency (ms)", log_x=log_x, log_y=True,
+                      markers=markers)
 
 
 def step_breakdown(runs: Sequence[Result]) -> str:
@@ -114,17 +119,25 @@ def _timeline(run: Result, path: str) -> list[dict[str, Any]]:
 
 
 def memory_over_steps(runs: Sequence[Result]) -> str:
-    """Process RSS per step, one line per run."""
-    series: list[Series] = []
+    """Process memory per step, one line per run; runs of very different lengths share an axis of run progress."""
+    lines: list[tuple[Result, list[tuple[float, float]]]] = []
     for run in runs:
         pts = []
         for row in _timeline(run, "memory.timeline"):
-            step, rss = _num(row.get("step")), _num(row.get("rss_mb"))
-            if step is not None and rss is not None:
-                pts.append((step, rss))
+            step, mb = _num(row.get("step")), _num(row.get("pss_mb", row.get("rss_mb")))
+            if step is not None and mb is not None:
+                pts.append((step, mb))
         if len(pts) >= 2:
-            series.append(Series(run_name(run), pts, dashed=bool(run.label and "base" in run.label.lower())))
-    return line_chart("Memory (RSS) over steps", series, x_label="step", y_label="MB")
+            lines.append((run, pts))
+    lengths = [max(x for x, _ in pts) for _, pts in lines]
+    progress = len(lengths) > 1 and max(lengths) > 2 * max(1.0, min(lengths))
+    series = []
+    for (run, pts), length in zip(lines, lengths, strict=True):
+        if progress:  # 62 steps beside 849: compare shapes over each run's own length
+            pts = [(100.0 * x / max(length, 1.0), y) for x, y in pts]
+        series.append(Series(run_name(run), pts, dashed=bool(run.label and "base" in run.label.lower())))
+    x_label = "% of the run's steps" if progress else "step"
+    return line_chart("Memory over steps", series, x_label=x_label, y_label="MB")
 
 
 def utilisation_over_time(runs: Sequence[Result]) -> str:

@@ -140,9 +140,14 @@ def finding_details(finding: Finding) -> list[tuple[str, str]]:
         details.append(("Evidence", format_evidence(finding.evidence)))
     if finding.fix:
         details.append(("Fix", finding.fix))
-    if finding.risk:
+    if stated_risk(finding.risk):
         details.append(("Risk", finding.risk))
     return details
+
+
+def stated_risk(risk: str | None) -> bool:
+    """True when a risk text says something (not empty, not a bare "None.")."""
+    return bool(risk) and str(risk).strip().rstrip(".").lower() not in ("none", "n/a", "")
 
 
 def _short_json(value: Any, limit: int = 80) -> str:

@@ -25,6 +25,7 @@ class Series:
 
 
 def _nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
+    """Round tick values (1, 2, 2.5, 5 x 10^k steps) from at or below ``lo`` to at or above ``hi``."""
     if not math.isfinite(lo) or not math.isfinite(hi):
         return [0.0]
     if hi <= lo:
@@ -32,45 +33,99 @@ def _nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     raw = (hi - lo) / count
     magnitude = 10 ** math.floor(math.log10(raw))
     step = min((m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw), default=raw)
-    start = math.floor(lo / step) * step
+    value = math.floor(lo / step) * step
     ticks = []
-    value = start
     for _ in range(count * 3):
-        if value > hi + step * 0.5:
-            break
         ticks.append(round(value, 10))
+        if value >= hi - step * 1e-9:
+            break  # the last tick is at or above the data: no series is drawn above the axis top
         value += step
     return ticks
 
 
+def _log_ticks(lo: float, hi: float) -> list[float]:
+    """1-2-5 ticks spanning [lo, hi] (both > 0) for a log axis; every decade when the span is wide."""
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    mantissas = (1.0,) if last - first > 3 else (1.0, 2.0, 5.0)
+    ticks = [m * 10.0**e for e in range(first, last + 1) for m in mantissas]
+    inside = [t for t in ticks if lo <= t <= hi]
+    below = [t for t in ticks if t < lo]
+    above = [t for t in ticks if t > hi]
+    return ([below[-1]] if below else []) + inside + ([above[0]] if above else [])
+
+
 def _fmt(value: float) -> str:
-    if abs(value) >= 1000:
+    """A tick label: 1.5k, 250, 2.5, 0.05 (never scientific notation)."""
+    magnitude = abs(value)
+    if magnitude >= 1_000_000:
+        return f"{value / 1_000_000:g}M"
+    if magnitude >= 1000:
         return f"{value / 1000:g}k"
-    return f"{value:g}"
+    if magnitude == 0 or magnitude >= 0.001:
+        return f"{value:.4g}"
+    return f"{value:.6f}".rstrip("0")
 
 
-def line_chart(title: str, series: Sequence[Series], *, x_label: str, y_label: str, log_x: bool = False) -> str:
-    """A line chart with axes, ticks and a legend; empty string when there is nothing to draw."""
+@dataclass(frozen=True)
+class Marker:
+    """A vertical line at one x value (e.g. a run's knee), with a short label."""
+
+    x: float
+    """Where, in data units."""
+    label: str
+    """Text beside the line."""
+
+
+def line_chart(  # noqa: C901 - axes, ticks, series and markers of one chart
+    title: str,
+    series: Sequence[Series],
+    *,
+    x_label: str,
+    y_label: str,
+    log_x: bool = False,
+    log_y: bool = False,
+    markers: Sequence[Marker] = (),
+) -> str:
+    """A line chart with axes, round ticks, a legend and optional markers; empty when there is nothing to draw.
+
+    ``log_y`` draws the y axis on a log scale (latency across loads that differ by orders of magnitude: a linear
+    axis flattens the fast run onto zero). Every point is kept inside the plot area.
+    """
     points = [(x, y) for s in series for x, y in s.points if math.isfinite(x) and math.isfinite(y)]
+    if log_x:
+        points = [(x, y) for x, y in points if x > 0]
+    if log_y:
+        points = [(x, y) for x, y in points if y > 0]
     if not points:
         return ""
 
     def tx(x: float) -> float:
-        return math.log10(max(x, 1e-9)) if log_x else x
+        return math.log10(max(x, 1e-12)) if log_x else x
 
-    xs = [tx(x) for x, _ in points]
-    x_lo, x_hi = min(xs), max(xs)
-    if x_hi == x_lo:
+    def ty(y: float) -> float:
+        return math.log10(max(y, 1e-12)) if log_y else y
+
+    xs = [x for x, _ in points]
+    ys = [y for _, y in points]
+    y_ticks = _log_ticks(min(ys), max(ys)) if log_y else _nice_ticks(0.0, max(ys) or 1.0)
+    y_lo, y_hi = ty(y_ticks[0]), ty(y_ticks[-1])
+    if y_hi <= y_lo:
+        y_hi = y_lo + 1.0
+    if log_x:
+        x_ticks = sorted(set(xs))
+        x_lo, x_hi = tx(min(xs)), tx(max(xs))
+    else:
+        x_ticks = _nice_ticks(min(xs), max(xs))
+        x_lo, x_hi = x_ticks[0], x_ticks[-1]
+    if x_hi <= x_lo:
         x_hi = x_lo + 1.0
-    y_ticks = _nice_ticks(0.0, max(y for _, y in points) * 1.05 or 1.0)
-    y_hi = y_ticks[-1] or 1.0
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
 
     def px(x: float) -> float:
-        return LEFT + (tx(x) - x_lo) / (x_hi - x_lo) * plot_w
+        return LEFT + min(1.0, max(0.0, (tx(x) - x_lo) / (x_hi - x_lo))) * plot_w
 
     def py(y: float) -> float:
-        return TOP + plot_h - (y / y_hi) * plot_h
+        return TOP + plot_h - min(1.0, max(0.0, (ty(y) - y_lo) / (y_hi - y_lo))) * plot_h
 
     legend, legend_rows = _legend([s.name for s in series], y=HEIGHT - 8)
     parts = [_open(title, HEIGHT + 14 * (legend_rows - 1))]
@@ -78,18 +133,29 @@ def line_chart(title: str, series: Sequence[Series], *, x_label: str, y_label: s
         y = py(tick)
         parts.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" stroke="#eee"/>')
         parts.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="10">{_fmt(tick)}</text>')
-    x_values = sorted({x for x, _ in points})
-    if len(x_values) > 8:
-        step = math.ceil(len(x_values) / 8)
-        x_values = x_values[::step]
-    for x in x_values:
+    last_px = -1e9
+    for x in x_ticks:
+        where = px(x)
+        if where - last_px < 28:  # labels closer than this collide: skip
+            continue
+        last_px = where
         parts.append(
-            f'<text x="{px(x):.1f}" y="{HEIGHT - BOTTOM + 14}" text-anchor="middle" font-size="10">{_fmt(x)}</text>'
+            f'<text x="{where:.1f}" y="{HEIGHT - BOTTOM + 14}" text-anchor="middle" font-size="10">{_fmt(x)}</text>'
         )
-    parts.append(_axes(x_label, y_label))
+    scale = " (log scale)" if log_y else ""
+    parts.append(_axes(x_label, y_label + scale))
+    for marker in markers:
+        if log_x and marker.x <= 0:
+            continue
+        mx = px(marker.x)
+        parts.append(f'<line x1="{mx:.1f}" y1="{TOP}" x2="{mx:.1f}" y2="{HEIGHT - BOTTOM}" stroke="#c0392b" '
+                     'stroke-dasharray="3 3"/>')
+        parts.append(f'<text x="{mx + 3:.1f}" y="{TOP + 10}" font-size="10" fill="#c0392b">'
+                     f"{escape(marker.label)}</text>")
+    drawable = set(points)
     for i, s in enumerate(series):
         color = PALETTE[i % len(PALETTE)]
-        pts = [(px(x), py(y)) for x, y in s.points if math.isfinite(x) and math.isfinite(y)]
+        pts = [(px(x), py(y)) for x, y in s.points if (x, y) in drawable]
         if not pts:
             continue
         dash = ' stroke-dasharray="5 4"' if s.dashed else ""
@@ -131,13 +197,13 @@ def stacked_bars(title: str, bars: Sequence[tuple[str, Sequence[tuple[str, float
         for part, value in parts:
             w = value / total_max * plot_w
             color = PALETTE[names.index(part) % len(PALETTE)]
-            tip = escape(f"{part}: {value:.3g} {unit}")
+            tip = escape(f"{part}: {_fmt(value)} {unit}")
             parts_svg.append(
                 f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{row_h}" fill="{color}"><title>{tip}</title></rect>'
             )
             x += w
         parts_svg.append(
-            f'<text x="{x + 4:.1f}" y="{y + row_h / 2 + 4:.1f}" font-size="10">{total:.3g} {escape(unit)}</text>'
+            f'<text x="{x + 4:.1f}" y="{y + row_h / 2 + 4:.1f}" font-size="10">{_fmt(total)} {escape(unit)}</text>'
         )
     parts_svg.append(legend)
     parts_svg.append("</svg>")

@@ -20,7 +20,7 @@ from infradoctor import __version__
 from infradoctor.compare import compare_results, lower_is_better
 from infradoctor.compare.analysis import MATERIAL_PCT, CompareMetrics, MetricChange, interrupted
 from infradoctor.findings import Finding, catalog, rank_findings
-from infradoctor.report.sections import format_evidence, format_value
+from infradoctor.report.sections import format_evidence, format_value, stated_risk
 from infradoctor.result import Result, describe_target, utc_now_iso
 
 _BEFORE = re.compile(r"^(?P<scenario>.*?)[-_:/ ]?(baseline|before)$", re.IGNORECASE)
@@ -334,13 +334,15 @@ def _risks(pairs: Sequence[Pair], remaining: Sequence[tuple[Finding, Result]]) -
             if finding.code in gone and finding.code not in seen:
                 seen.add(finding.code)
                 risk = finding.risk or catalog()[finding.code].risk
+                if not stated_risk(risk):
+                    continue
                 risks.append(f"{finding.code} {finding.name} is no longer found after {_scenario(pair)}the change; "
                              f"the usual tradeoff of its fix: {risk}")
     for finding, _run in remaining:
-        if finding.code not in seen:
+        risk = finding.risk or catalog()[finding.code].risk
+        if finding.code not in seen and stated_risk(risk):
             seen.add(finding.code)
-            risks.append(f"{finding.code} {finding.name} (recommended fix): "
-                         f"{finding.risk or catalog()[finding.code].risk}")
+            risks.append(f"{finding.code} {finding.name} (recommended fix): {risk}")
     for pair in pairs:
         if not pair.failure:
             risks += [f"Regression measured in {_scenario(pair) or pair.after.command + ' '}: {describe_change(row)}"

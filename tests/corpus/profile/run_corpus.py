@@ -151,7 +151,11 @@ def main():
             print("ran %s rc=%s %.1fs" % (name, rc, secs), flush=True)
         if a.overhead and e["variant_of"] is None and e["kind"] != "server":
             entry["overhead"] = overhead(name, e, os.path.abspath(a.src), a.out, a.overhead)
-            print("  overhead %s: %.2fx" % (name, entry["overhead"]["ratio"]), flush=True)
+            o = entry["overhead"]
+            print("  overhead %s: %.2fx (median %.1f s profiled / %.1f s plain; runs %s / %s)" % (
+                name, o["ratio"], o["profiled_median_s"], o["plain_median_s"],
+                [round(x, 1) for x in o["profiled_s"]], [round(x, 1) for x in o["plain_s"]]), flush=True)
+        report[name] = entry
         try:
             with open(os.path.join(a.out, "prof-%s.json" % name)) as f:
                 result = json.load(f)
@@ -162,7 +166,6 @@ def main():
         entry.update(rows=rows, notes=notes,
                      modules=[{k: m.get(k) for k in ("class", "params", "calls", "batch_size", "grad_calls",
                                                       "unused_grad_calls", "train_mode_calls", "site")} for m in modules])
-        report[name] = entry
         print("== %s" % name)
         for m in entry["modules"]:
             print("   model %(class)s params=%(params)s calls=%(calls)s batch=%(batch_size)s grad=%(grad_calls)s "
