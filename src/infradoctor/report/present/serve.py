@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from infradoctor.report.present.load import sections as load_sections
-from infradoctor.report.sections import Section, Table
+from infradoctor.report.sections import Section, Table, format_value
 from infradoctor.result import Result
 
 
@@ -31,8 +31,12 @@ def service_sections(result: Result) -> list[Section]:
     load = metrics.get("load")
     if isinstance(load, Mapping):
         out.extend(load_sections(replace(result, command="load", metrics=load)))
-    lines = [f"load URL {service.get('load_url')}; server answered {service.get('ready_url')} after "
-             f"{service.get('ready_s')} s; exit status after stop {service.get('stop_exit_status')}"]
+    ready_s = service.get("ready_s")
+    answered = (f"the server answered {service.get('ready_url')} after {format_value(ready_s)} s"
+                if isinstance(ready_s, (int, float)) else f"the server never answered {service.get('ready_url')}")
+    stopped = service.get("stop_exit_status")
+    lines = [f"load URL {service.get('load_url')}; {answered}"
+             + (f"; exit status after stop {stopped}" if stopped is not None else "")]
     loops = [x for x in service.get("loop") or () if isinstance(x, Mapping)]
     if loops:
         out.append(Section("Event loop (after start-up)", tables=[Table(
