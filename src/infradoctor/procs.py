@@ -8,8 +8,6 @@ import signal
 import socket
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -37,25 +35,85 @@ class HttpAnswer:
     status: int | None
     """HTTP status, or None when nothing answered."""
     body: bytes
-    """Up to ``max_body`` bytes of a successful response's body."""
+    """Up to ``max_body`` bytes of the response's body (error statuses included)."""
     latency_ms: float
     """Time from the request to the answer (or the failure)."""
     error: str | None
-    """Why nothing answered (``URLError: ...``), or None."""
+    """Why nothing answered (``timed out after 1 s``, ``ConnectionRefusedError: ...``, a protocol error), or None."""
+    truncated: bool = False
+    """True when the body was longer than ``max_body`` and was cut there."""
+    content_type: str | None = None
+    """The response's Content-Type, when it sent one."""
 
 
-def http_get(url: str, timeout: float = 1.0, *, max_body: int = 0) -> HttpAnswer:
-    """A GET that never raises: status, the start of the body, latency and the reason it failed."""
+HTTP_MAX_HEADERS = 100
+"""Header lines a response may carry (http.client's own limit; more is a protocol error, not a crash)."""
+
+
+def http_get(
+    url: str, timeout: float = 1.0, *, max_body: int = 0, headers: Mapping[str, str] | None = None
+) -> HttpAnswer:
+    """A GET that never raises and never outlives ``timeout``: status, the start of the body, latency, failure.
+
+    ``timeout`` bounds the whole exchange (connect, headers and body), not each read: a peer trickling a byte a
+    second is cut off at the deadline (a watchdog shuts the socket down), a peer answering garbage or more than
+    :data:`HTTP_MAX_HEADERS` headers is a protocol error in ``error``. At most ``max_body`` bytes are read (0: none).
+    Proxies from the environment are not used: probes go straight to the address given.
+    """
+    import http.client
+    import threading
+    from urllib.parse import urlsplit
+
     start = time.perf_counter()
+
+    def answer(status: int | None, body: bytes = b"", error: str | None = None, **extra: object) -> HttpAnswer:
+        return HttpAnswer(status, body, (time.perf_counter() - start) * 1000.0, error, **extra)  # type: ignore[arg-type]
+
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - loopback URLs from the user
-            body = response.read(max_body) if max_body else b""
-            return HttpAnswer(int(response.status), body, (time.perf_counter() - start) * 1000.0, None)
-    except urllib.error.HTTPError as exc:
-        return HttpAnswer(int(exc.code), b"", (time.perf_counter() - start) * 1000.0, None)
-    except (urllib.error.URLError, OSError, ValueError) as exc:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError as exc:
+        return answer(None, error=f"ValueError: {exc}")
+    if parts.scheme not in ("http", "https") or not host:
+        return answer(None, error=f"ValueError: not an http(s) URL: {url[:200]!r}")
+    timeout = max(0.001, float(timeout))
+    conn_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    conn = conn_class(host, port, timeout=timeout)
+    expired = threading.Event()
+
+    def watchdog() -> None:
+        expired.set()
+        sock = conn.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    timer = threading.Timer(timeout, watchdog)
+    timer.daemon = True
+    timer.start()
+    try:
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        conn.request("GET", target, headers=dict(headers or {}))
+        response = conn.getresponse()
+        body = b""
+        truncated = False
+        if max_body > 0:
+            body = response.read(max_body)
+            truncated = len(body) == max_body and bool(response.read(1))
+        if expired.is_set():
+            raise TimeoutError
+        return answer(int(response.status), body, None, truncated=truncated,
+                      content_type=response.getheader("Content-Type"))
+    except Exception as exc:  # noqa: BLE001 - a probe of a hostile peer reports every failure as a reason
+        if expired.is_set() or isinstance(exc, (TimeoutError, socket.timeout)):
+            return answer(None, error=f"timed out after {timeout:g} s")
         reason = getattr(exc, "reason", exc)
-        return HttpAnswer(None, b"", (time.perf_counter() - start) * 1000.0, f"{type(reason).__name__}: {reason}")
+        text = str(reason)[:200]
+        return answer(None, error=f"{type(reason).__name__}: {text}")
+    finally:
+        timer.cancel()
+        with contextlib.suppress(Exception):
+            conn.close()
 
 
 def http_status(url: str, timeout: float = 1.0) -> int | None:

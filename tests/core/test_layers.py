@@ -19,6 +19,7 @@ LAYERS: dict[str, int] = {
     "store": 0, "xid": 0, "bounded": 0, "schema": 0, "metrics": 0, "__init__": 0,
     # domains
     "node": 1, "profile": 1, "load": 1, "route": 1, "logs": 1, "scan": 1, "serve": 1, "fleet": 1,
+    "telemetry": 1,
     # workflows
     "compare": 2, "profile_load": 2, "demo": 2,
     # render

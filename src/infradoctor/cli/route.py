@@ -78,6 +78,27 @@ class RouteCommand(Command):
             help=f"direct p50 in ms from which backends count as slow ({DEFAULT_SLOW_MS:g})",
         )
         parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (0)")
+        stats = parser.add_argument_group(
+            "router and server statistics",
+            "Sampled on their own thread before, during and after the run (bounded; a missing or bad endpoint is a "
+            "note, never a delay): counters as growth, gauges as series. The router's own word decides retries "
+            "(R005), queueing (R009), rejections (R013), ejected or failing hosts (R003, R010, panic mode) and "
+            "membership changes (R011); its host names (HAProxy server names, Envoy hostnames) map to --backend "
+            "URLs by address.",
+        )
+        stats.add_argument(
+            "--router-stats", action="append", default=[], metavar="URL",
+            help="the router's statistics: Envoy admin (http://host:9901), HAProxy stats (.../;csv, its Prometheus "
+            "exporter, or the runtime API unix:///path.sock / tcp://host:port), nginx stub_status, any Prometheus "
+            "endpoint; kind detected from the answer",
+        )
+        stats.add_argument(
+            "--server-metrics", action="append", default=[], metavar="URL",
+            help="a model server's Prometheus metrics (vLLM, TGI, Triton, TorchServe, Ray Serve, SGLang, "
+            "infradoctor middleware; repeatable)",
+        )
+        stats.add_argument("--stats-interval", type=float, default=1.0, metavar="S",
+                           help="seconds between statistics reads (1)")
         add_result_options(parser)
 
     def run(self, args: argparse.Namespace) -> int:
@@ -113,6 +134,9 @@ class RouteCommand(Command):
             slow_ms=args.slow_ms,
             seed=args.seed,
             stop=stop,
+            router_stats=tuple(args.router_stats),
+            server_metrics=tuple(args.server_metrics),
+            stats_interval_s=args.stats_interval,
         )
         result = _with_sigint(stop, lambda: diagnose(options))
         code = finish_interruptible(args, result)

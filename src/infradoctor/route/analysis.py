@@ -163,10 +163,20 @@ def path_stats(name: str, kind: str, url: str, samples: Sequence[Sample]) -> Pat
     )
 
 
-def match_backend(value: str | None, targets: Sequence[BackendTarget]) -> tuple[str | None, str | None, int]:
-    """``(backend URL or None, served address or None, attempts)`` for an upstream header value."""
+def match_backend(
+    value: str | None, targets: Sequence[BackendTarget], aliases: Mapping[str, str] | None = None
+) -> tuple[str | None, str | None, int]:
+    """``(backend URL or None, served address or None, attempts)`` for an upstream header value.
+
+    ``aliases`` maps the router's own names for hosts (HAProxy server names, Envoy hostnames, read from its
+    statistics) to backend URLs: ``X-Served-By: b1`` is the server HAProxy calls ``b1``, not a host ``b1:80``.
+    """
     if not value:
         return None, None, 0
+    if aliases:
+        name = value.strip().rsplit(",", 1)[-1].strip()
+        if name in aliases:
+            return aliases[name], name, 1 + value.count(",")
     served, attempts = parse_upstream_value(value)
     url = _target_of(served, targets)
     if url is not None:
@@ -363,6 +373,7 @@ def analyze(
     bandwidth: Sequence[Bandwidth] = (),
     client_timeout_s: float = 30.0,
     seed: int = 0,
+    aliases: Mapping[str, str] | None = None,
 ) -> RouteEvidence:
     """All route evidence from one probe run and the side measurements."""
     routed = [s for s in run.samples if s.kind == ROUTER]
@@ -377,7 +388,7 @@ def analyze(
                 failed = _target_of(tried, targets)
                 if failed is not None:
                     failed_attempts[failed] += 1
-        url, address, _ = match_backend(sample.served_by, targets)
+        url, address, _ = match_backend(sample.served_by, targets, aliases)
         if url is not None:
             served[index] = url
         else:

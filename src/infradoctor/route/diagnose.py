@@ -42,6 +42,9 @@ from infradoctor.route.rules import RuleOptions
 from infradoctor.route.rules._common import DEFAULT_SLOW_MS
 from infradoctor.route.sender import EngineSender
 from infradoctor.route.stats import thin
+from infradoctor.route.telemetry import backend_aliases, merge_findings, telemetry_notes, with_telemetry
+from infradoctor.telemetry.evidence import router_window, server_window
+from infradoctor.telemetry.sampler import sampler_for
 
 MAX_DISTRIBUTION_SAMPLES = 5000
 """Raw latencies kept per side in ``metrics.distributions``."""
@@ -94,6 +97,15 @@ class RouteOptions:
     """Seed of the bootstrap."""
     stop: StopSignal | None = None
     """Set it (e.g. from a SIGINT handler) to end the measurement early with a partial result."""
+    router_stats: tuple[str, ...] = ()
+    """The router's statistics endpoints (``--router-stats``): Envoy admin, HAProxy stats or runtime API, nginx
+    stub_status, a Prometheus endpoint; sampled before, during and after the run."""
+    server_metrics: tuple[str, ...] = ()
+    """Model servers' metrics endpoints (``--server-metrics``), sampled alike."""
+    stats_interval_s: float = 1.0
+    """Seconds between statistics reads."""
+    stats_timeout_s: float = 1.0
+    """Deadline of one statistics read."""
 
 
 def backend_request_url(router: str, backend: str) -> str:
@@ -136,6 +148,12 @@ def validate(options: RouteOptions) -> None:
         raise UsageError("--direct-concurrency must be at least 1")
     if options.duration_s <= 0 or options.timeout_s <= 0:
         raise UsageError("--duration and --timeout must be positive")
+    if not options.stats_interval_s > 0:
+        raise UsageError("--stats-interval must be positive")
+    for url in (*options.router_stats, *options.server_metrics):
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https", "unix", "tcp") or not (parts.hostname or parts.path):
+            raise UsageError(f"not a statistics URL (http(s)://, unix:// or tcp://): {url!r}")
 
 
 def diagnose(options: RouteOptions) -> Result:
@@ -151,7 +169,21 @@ def diagnose(options: RouteOptions) -> Result:
         probe_connects(endpoints, count=options.connect_probes, stop=stopped) if options.connect_probes > 0 else []
     )
     before = {url: read_counter(url, options.counter_path) for url in options.backends} if options.counter_path else {}
-    run: ProbeRun = run_sync(_probe(options))
+    sampler = sampler_for(options.router_stats, options.server_metrics, interval_s=options.stats_interval_s,
+                          timeout_s=options.stats_timeout_s)
+    if sampler is not None:
+        sampler.start(wait_first=True)
+    window_start = sampler.now() if sampler is not None else 0.0
+    try:
+        run: ProbeRun = run_sync(_probe(options))
+    finally:
+        window_end = sampler.now() if sampler is not None else 0.0
+        readings = sampler.stop() if sampler is not None else {}
+    router_windows = [router_window(url, readings.get(url, []), window_start, window_end)
+                      for url in options.router_stats]
+    server_windows = [server_window(url, readings.get(url, []), window_start, window_end)
+                      for url in options.server_metrics]
+    aliases = backend_aliases(router_windows, targets)
     deltas: dict[str, int | None] = {}
     if options.counter_path:
         for url in options.backends:
@@ -177,8 +209,11 @@ def diagnose(options: RouteOptions) -> Result:
         bandwidth=bandwidth,
         client_timeout_s=options.timeout_s,
         seed=options.seed,
+        aliases=aliases,
     )
+    evidence = with_telemetry(evidence, router_windows, server_windows, aliases)
     errors.extend(_notes(evidence))
+    errors.extend(telemetry_notes(router_windows, server_windows))
     if run.gave_up:
         errors.append(
             ErrorNote(
@@ -190,6 +225,10 @@ def diagnose(options: RouteOptions) -> Result:
     if options.stop is not None and options.stop.is_set():
         errors.append(ErrorNote("route.interrupted", f"stopped early after {run.duration_s:.1f} s; partial result"))
     findings = run_rules(evidence, RuleOptions(slow_backend_ms=options.slow_ms))
+    if evidence.router_stats is not None:
+        findings = merge_findings(findings, run_rules(evidence.router_stats))
+    for server in evidence.servers:
+        findings = merge_findings(findings, run_rules(server))
     return new_result(
         "route",
         started_at=started_at,
@@ -320,6 +359,8 @@ def build_metrics(evidence: RouteEvidence, run: ProbeRun, options: RouteOptions)
             "weights": list(options.weights) if options.weights else None,
         },
         "headline": headline,
+        "router_stats": evidence.router_stats.window.to_dict() if evidence.router_stats else None,
+        "servers": [p.to_dict() for server in evidence.servers for p in server.points],
         "distributions": {
             "routed_latency_ms": [round(v, 4) for v in thin(routed, MAX_DISTRIBUTION_SAMPLES)],
             "direct_latency_ms": [round(v, 4) for v in thin(direct, MAX_DISTRIBUTION_SAMPLES)],

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infradoctor.route.stats import NA, Estimate
+from infradoctor.telemetry.evidence import RouterEvidence, ServerEvidence
 
 ROUTER = "router"
 """``Sample.kind`` of a request sent through the router."""
@@ -501,6 +502,10 @@ class RouteEvidence:
     """The client's own per-request timeout (s)."""
     duration_s: float = 0.0
     """Wall time of the interleaved measurement (s)."""
+    router_stats: RouterEvidence | None = None
+    """The router's own statistics over the run (``--router-stats``), when read."""
+    servers: tuple[ServerEvidence, ...] = ()
+    """Model servers' own metrics over the run (``--server-metrics``)."""
 
     def backend(self, url: str) -> BackendStats | None:
         """The backend with this URL."""

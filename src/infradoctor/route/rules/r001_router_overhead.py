@@ -27,6 +27,9 @@ How it is measured:
     direct ones to it), which finds a slow hop from the router to one node. The difference includes the extra
     network hop through the router; run the probe from a host on the same
     network as the router and the backends (the TCP connect times in ``metrics.network`` show each hop's cost).
+    With ``--router-stats``, time the router spent on retries (its retry counters at ``RETRY_SHARE`` of the
+    requests: backoff and failed attempts) or with requests in its pending queue (``QUEUE_SHARE``) is not its
+    per-request overhead: then R005 and R009 report it and this rule does not.
 
     From logs (`infradoctor logs`): Per request with exactly one upstream attempt and both times logged, the
     difference in whole ms into a histogram; the finding fires when its p99 is at least :data:`OVERHEAD_P99_MS` (100
@@ -49,6 +52,7 @@ from infradoctor.logs.evidence import LogsEvidence
 from infradoctor.logs.incidents import LogsRuleOptions
 from infradoctor.route.evidence import RouteEvidence
 from infradoctor.route.rules._common import RuleOptions
+from infradoctor.route.rules._router import QUEUE_SHARE, RETRY_SHARE, counter, queued_share, retry_share
 
 RULE = Rule(
     "R001",
@@ -83,6 +87,10 @@ TAIL_MIN_SAMPLES = 200
 def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
     """R001 when the router adds significant latency at p50 or p99."""
     att = evidence.attribution
+    stats = evidence.router_stats
+    if stats is not None and (retry_share(stats) >= RETRY_SHARE or queued_share(stats) >= QUEUE_SHARE
+                              or counter(stats, "pending_overflow") > 0):
+        return []  # the added time is retry backoff or queue wait, which R005 and R009 report
     if att.routed_n < MIN_SAMPLES or att.direct_n < MIN_SAMPLES or att.direct_p50_ms is None:
         return []
     direct_p99 = att.direct_p99_ms or 0.0

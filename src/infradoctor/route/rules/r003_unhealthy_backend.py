@@ -29,6 +29,12 @@ How it is measured:
     others; or p99 at least :data:`LATENCY_P99_MIN_MS` (100 ms) and :data:`OUTLIER_FACTOR` times the others' median
     p99. Needs two or more upstreams.
 
+    From the router's statistics (``--router-stats``): a host the router ejected (Envoy ``/failed_outlier_check``),
+    took out of rotation or sees failing its checks (Envoy ``/failed_active_hc``, HAProxy ``DOWN`` or ``UP 1/3``),
+    or whose connect failures and errors (Envoy per-host ``cx_connect_fail``, ``rq_error``; HAProxy ``econ``,
+    ``eresp``, ``hrsp_5xx``) reach ``HOST_ERROR_SHARE`` of its attempts (at least ``HOST_MIN_ERRORS``), named by
+    the ``--backend`` it is (the router's host name and address mapped to it).
+
 Fix:
     Drain or restart that backend and look at its logs and node (``infradoctor node`` on it). Enable outlier
     detection or passive health checks (nginx ``max_fails``/``fail_timeout``, HAProxy ``observe layer7``, Envoy
@@ -54,6 +60,9 @@ from infradoctor.route.rules._common import (
     latency_standout,
     requests_and_errors,
 )
+from infradoctor.route.rules._router import host_label
+from infradoctor.telemetry.evidence import RouterEvidence
+from infradoctor.telemetry.router import HostState
 
 RULE = Rule(
     "R003",
@@ -168,3 +177,60 @@ def _latency_outlier(upstream: UpstreamStats, others: list[UpstreamStats]) -> Fi
         "upstream": upstream.upstream, "p99_ms": upstream.p99_ms, "p50_ms": upstream.p50_ms,
         "attempts": upstream.attempts, "others_median_p99_ms": baseline,
     }, severity=None)
+
+
+HOST_ERROR_SHARE = 0.05
+"""Share of a host's attempts that failed (router's per-host counters) from which it stands out."""
+
+HOST_MIN_ERRORS = 3
+"""Failed attempts a host needs before its error share is judged."""
+
+_STATE_WORDS = {
+    "ejected": "the router ejected it (outlier detection)",
+    "down": "the router took it out of rotation (health checks failing)",
+    "failing": "it fails the router's health checks",
+    "maint": "it is in maintenance",
+}
+
+
+def host_errors(host: HostState) -> tuple[float, float]:
+    """A host's failed attempts and all its attempts, from the router's per-host counters.
+
+    Envoy counts a failed connect in both ``cx_connect_fail`` and ``rq_error``; HAProxy's ``econ`` (connect),
+    ``eresp`` (response) and ``hrsp_5xx`` are separate.
+    """
+    c = host.counters
+    if "rq_error" in c or "cx_connect_fail" in c:
+        failed = max(c.get("rq_error", 0.0), c.get("cx_connect_fail", 0.0))
+        return failed, max(c.get("rq_total", 0.0), c.get("rq_success", 0.0) + failed)
+    failed = c.get("econ", 0.0) + c.get("eresp", 0.0) + c.get("hrsp_5xx", 0.0)
+    return failed, max(c.get("stot", 0.0) + c.get("econ", 0.0), failed)
+
+
+@RULE.check(RouterEvidence)
+def check_router(evidence: RouterEvidence, options: object) -> list[Finding]:
+    """R003 for each host the router ejected, took out, sees failing, or counts many errors on."""
+    findings = []
+    panic = evidence.window.counters.get("panic", 0.0) > 0
+    for host in evidence.window.hosts:
+        worst = evidence.window.worst_states.get(f"{host.group}/{host.name}", host.state)
+        failed, total = host_errors(host)
+        erring = failed >= HOST_MIN_ERRORS and total > 0 and failed / total >= HOST_ERROR_SHARE
+        if worst not in _STATE_WORDS and not erring:
+            continue
+        words = [_STATE_WORDS[worst]] if worst in _STATE_WORDS else []
+        if worst == "failing" and panic:
+            words.append("yet it stays in rotation (panic mode)")
+        if erring:
+            words.append(f"{failed:.0f} of its {total:.0f} attempts failed")
+        label = host_label(evidence, host)
+        findings.append(RULE.finding(
+            f"Backend {label}: " + "; ".join(words) + f" ({evidence.window.kind} flags: {host.flags or host.state})",
+            {"backend": evidence.backend_names.get(host.name) or evidence.backend_names.get(host.address or "")
+             or host.name, "router_name": host.name, "address": host.address, "group": host.group,
+             "state": worst, "flags": host.flags, "failed_attempts": failed, "attempts": total,
+             "counters": dict(host.counters), "source": "router-stats"},
+            severity=Severity.HIGH if worst in ("ejected", "down") or erring else Severity.MEDIUM,
+            impact=1.0 / max(1, len(evidence.window.hosts)),
+        ))
+    return findings

@@ -20,7 +20,10 @@ How it is measured:
     From the router's attempt count header (``x-envoy-attempt-count``), from upstream address lists with several
     entries (nginx ``$upstream_addr`` returned in a header, e.g. ``add_header X-Upstream-Addr $upstream_addr``),
     or from backend request counters read before and after the run (``--counter-path``) minus the direct
-    requests. Reported when attempts per client request reach ``MIN_AMPLIFICATION`` and there are at least
+    requests. With ``--router-stats`` the router's own counters decide: Envoy ``upstream_rq_retry`` (and
+    ``_success``, ``_overflow``: refused by the retry budget or breaker, ``_limit_exceeded``, ``_backoff_*``: retries
+    that waited a backoff), HAProxy ``wretr``; attempts per request = (client requests + retries) / client requests.
+    Reported when attempts per client request reach ``MIN_AMPLIFICATION`` and there are at least
     ``MIN_EXTRA_ATTEMPTS`` extra attempts; high severity from ``HIGH_AMPLIFICATION``.
 
     From logs (`infradoctor logs`): Share of requests with more than one attempt, and extra attempts per request,
@@ -44,6 +47,8 @@ from infradoctor.logs.evidence import LogsEvidence
 from infradoctor.logs.incidents import LogsRuleOptions
 from infradoctor.route.evidence import RouteEvidence
 from infradoctor.route.rules._common import RuleOptions
+from infradoctor.route.rules._router import client_requests, counter
+from infradoctor.telemetry.evidence import RouterEvidence
 
 RULE = Rule(
     "R005",
@@ -52,7 +57,7 @@ RULE = Rule(
     "Retries multiply backend load",
     fix="Use a retry budget (e.g. 20%), retry only idempotent requests with jittered backoff, honour Retry-After.",
     risk="Fewer retries surface more transient errors to clients.",
-    commands=("route", "logs"),
+    commands=("route", "load", "logs"),
 )
 
 MIN_AMPLIFICATION = 1.05
@@ -69,6 +74,8 @@ HIGH_AMPLIFICATION = 1.5
 def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
     """R005 when backend attempts exceed client requests."""
     retries = evidence.retries
+    if evidence.router_stats is not None and "retries" in evidence.router_stats.window.counters:
+        return []  # the router's own retry counters decide (check_router), not what the responses suggest
     if retries is None or retries.client_requests == 0:
         return []
     if retries.amplification < MIN_AMPLIFICATION or retries.extra_attempts < MIN_EXTRA_ATTEMPTS:
@@ -110,3 +117,35 @@ def check_logs(evidence: LogsEvidence, options: LogsRuleOptions) -> list[Finding
             "retry_limit_exceeded": exhausted, "attempts_histogram": {str(k): v for k, v in evidence.attempts.items()},
         }, impact=share or None)]
     return []
+
+
+@RULE.check(RouterEvidence)
+def check_router(evidence: RouterEvidence, options: object) -> list[Finding]:
+    """R005 from the router's own retry counters: attempts per request, retries refused, backoff waited."""
+    retries = counter(evidence, "retries")
+    clients = client_requests(evidence)
+    if not clients or retries < MIN_EXTRA_ATTEMPTS or retries / clients < MIN_AMPLIFICATION - 1.0:
+        return []
+    amplification = (clients + retries) / clients
+    success = counter(evidence, "retry_success")
+    overflow = counter(evidence, "retry_overflow")
+    exhausted = counter(evidence, "retry_limit_exceeded")
+    backoff = counter(evidence, "retry_backoff")
+    parts = [f"{success:.0f} succeeded"] if "retry_success" in evidence.window.counters else []
+    if overflow:
+        parts.append(f"{overflow:.0f} refused by the retry budget/circuit breaker")
+    if exhausted:
+        parts.append(f"{exhausted:.0f} requests ran out of retries")
+    if backoff:
+        parts.append(f"{backoff:.0f} waited a backoff")
+    title = (f"The router retried {retries:.0f} times for {clients:.0f} client requests ({amplification:.2f} "
+             f"attempts per request" + (f"; {', '.join(parts)}" if parts else "") + ")")
+    return [RULE.finding(
+        title,
+        {"source": "router-stats", "router_stats": evidence.window.source, "router": evidence.window.kind,
+         "client_requests": clients, "retries": retries, "amplification": round(amplification, 4),
+         "retry_success": success, "retry_overflow": overflow, "retry_limit_exceeded": exhausted,
+         "retry_backoff": backoff, "connect_failures": counter(evidence, "connect_fail")},
+        severity=Severity.HIGH if amplification >= HIGH_AMPLIFICATION else Severity.MEDIUM,
+        impact=min(1.0, retries / (clients + retries)),
+    )]

@@ -1,16 +1,25 @@
-"""R009 router-queueing, from router logs.
+"""R009 router-queueing: requests wait inside the router for a backend connection or slot.
 
 What it detects:
     Requests waiting inside the router: HAProxy queue time (``Tw``) large and growing minute over minute, and
     requests rejected by a full queue or circuit breaker (Envoy ``UO``, HAProxy ``sQ``).
+
+    From the router's statistics (``--router-stats``): Envoy's pending queue (``upstream_rq_pending_active`` gauge,
+    ``upstream_rq_pending_total``/``_overflow`` counters, ``circuit_breakers.default.rq_pending_open``), HAProxy's
+    queues (``qcur``/``qmax`` per backend and server, ``qtime``).
 
 Why it matters:
     Queueing in the router adds latency before a backend even sees the request; when it grows over time, the
     backends cannot keep up with the offered load and the queue will end in timeouts.
 
 How it is measured:
-    Mean ``Tw`` per minute; the finding fires when the worst minute's mean reaches :data:`QUEUE_MS` (50 ms) and the last
-    third of the minutes averages at least :data:`GROWTH` (2) times the first third (or the overflow signature occurs).
+    From ``--router-stats``: the pending gauge's largest reading and the queue counters' growth over the run;
+    reported when requests waited (a pending gauge above zero with ``QUEUE_SHARE`` of the requests entering the
+    queue, HAProxy ``qmax`` above zero, or any overflow), with the configured limits in the evidence.
+
+    From logs: Mean ``Tw`` per minute; the finding fires when the worst minute's mean reaches :data:`QUEUE_MS` (50 ms)
+    and the last third of the minutes averages at least :data:`GROWTH` (2) times the first third (or the overflow
+    signature occurs).
 
 Fix:
     Add backend capacity or replicas, or raise per-server maxconn / circuit-breaker limits in step with what each
@@ -22,6 +31,8 @@ from __future__ import annotations
 from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.logs.evidence import LogsEvidence, iso
 from infradoctor.logs.incidents import LogsRuleOptions, incident_summary
+from infradoctor.route.rules._router import QUEUE_SHARE, client_requests, counter, gauge_max, queued_share
+from infradoctor.telemetry.evidence import RouterEvidence
 
 RULE = Rule(
     "R009",
@@ -30,7 +41,7 @@ RULE = Rule(
     "Requests queue inside the router",
     fix="Raise backend maxconn/capacity or add backends; shed load early.",
     risk="More in-flight requests per backend raise its latency.",
-    commands=("logs",),
+    commands=("route", "load", "logs"),
 )
 QUEUE_MS = 50.0
 """Mean queue time in the worst minute at or above which queueing matters."""
@@ -69,3 +80,35 @@ def check(evidence: LogsEvidence, options: LogsRuleOptions) -> list[Finding]:
 def _mean(minutes: tuple[tuple[int, int, float, int], ...]) -> float:
     requests = sum(m[1] for m in minutes)
     return sum(m[1] * m[2] for m in minutes) / requests if requests else 0.0
+
+
+@RULE.check(RouterEvidence)
+def check_router(evidence: RouterEvidence, options: object) -> list[Finding]:
+    """R009 from the router's pending-queue gauges and counters."""
+    overflow = counter(evidence, "pending_overflow")
+    peak = max(gauge_max(evidence, "pending_active"), gauge_max(evidence, "pending_max"))
+    share = queued_share(evidence)
+    breaker = gauge_max(evidence, "breaker_pending_open")
+    if not overflow and (peak <= 0 or share < QUEUE_SHARE):
+        return []
+    limits = evidence.window.limits
+    wait = gauge_max(evidence, "queue_time_ms")
+    parts = [f"up to {peak:.0f} waiting"]
+    if wait:
+        parts.append(f"mean queue time up to {wait:.0f} ms")
+    if overflow:
+        parts.append(f"{overflow:.0f} refused by a full queue")
+    if breaker:
+        parts.append("the circuit breaker's pending limit was open")
+    limit = limits.get("max_pending_requests", limits.get("queue_limit"))
+    title = f"Requests queue inside the router ({evidence.window.kind}): " + ", ".join(parts) + (
+        f" (limit {limit:g})" if limit is not None else "")
+    return [RULE.finding(
+        title,
+        {"router_stats": evidence.window.source, "router": evidence.window.kind, "pending_max": peak,
+         "queued_share": round(share, 4), "pending_total": counter(evidence, "pending_total"),
+         "pending_overflow": overflow, "queue_time_ms_max": wait or None, "breaker_pending_open": bool(breaker),
+         "client_requests": client_requests(evidence), "limits": dict(limits)},
+        severity=Severity.HIGH if overflow or share >= 0.5 else Severity.MEDIUM,
+        impact=min(1.0, share),
+    )]

@@ -15,6 +15,11 @@ How it is measured:
     2xx while at least ``MIN_ERROR_RATE`` of the backend's direct requests failed, with at least
     ``MIN_REQUESTS`` direct requests. A backend that is down (nothing listening) is R003, not this.
 
+    From the router's statistics (``--router-stats``): every host fails the router's own active health check while
+    the router keeps routing to them (Envoy panic mode: ``lb_healthy_panic`` grows, ``membership_healthy`` 0):
+    the health check and the traffic disagree; or the router holds a host healthy while ``HOST_ERROR_SHARE`` of
+    its requests fail.
+
 Fix:
     Make the health check exercise the model: a readiness endpoint that runs a tiny inference or checks that the
     model is loaded and the worker responsive (``/v1/models`` for OpenAI-compatible servers), and gate traffic on
@@ -26,6 +31,9 @@ from __future__ import annotations
 from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.route.evidence import RouteEvidence
 from infradoctor.route.rules._common import RuleOptions, is_down
+from infradoctor.route.rules._router import client_requests, counter, gauge_max, host_label
+from infradoctor.route.rules.r003_unhealthy_backend import host_errors
+from infradoctor.telemetry.evidence import RouterEvidence
 
 RULE = Rule(
     "R010",
@@ -34,7 +42,7 @@ RULE = Rule(
     "Backend reports healthy while its predictions fail",
     fix="Make the health check exercise the model (or /v1/models readiness), not just the process.",
     risk="Deeper health checks cost backend capacity.",
-    commands=("route",),
+    commands=("route", "load"),
 )
 
 MIN_ERROR_RATE = 0.2
@@ -70,4 +78,48 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
                 impact=direct.error_rate / max(1, len(evidence.backends)),
             )
         )
+    return findings
+
+
+HOST_ERROR_SHARE = 0.2
+"""Share of a host's requests failing while the router holds it healthy that is a mismatch."""
+
+HOST_MIN_REQUESTS = 10
+"""Requests a host needs for that."""
+
+
+@RULE.check(RouterEvidence)
+def check_router(evidence: RouterEvidence, options: object) -> list[Finding]:
+    """R010 for panic routing (every host failing the router's health check) and healthy-but-failing hosts."""
+    findings = []
+    panic = counter(evidence, "panic")
+    window = evidence.window
+    if panic > 0:
+        failing = [h for h in window.hosts if window.worst_states.get(f"{h.group}/{h.name}", h.state) != "healthy"]
+        total = gauge_max(evidence, "membership_total") or len(window.hosts)
+        healthy = window.gauges["membership_healthy"].last if "membership_healthy" in window.gauges else None
+        names = ", ".join(host_label(evidence, h) for h in failing[:6]) or "its hosts"
+        findings.append(RULE.finding(
+            f"{len(failing) or total:.0f} of {total:.0f} hosts fail the router's active health check, yet it kept "
+            f"routing to them in panic mode ({panic:.0f} requests): {names}",
+            {"router_stats": window.source, "router": window.kind, "panic_requests": panic,
+             "membership_healthy": healthy, "membership_total": total,
+             "hosts": {h.name: h.flags for h in failing}, "client_requests": client_requests(evidence),
+             "client_errors": dict(evidence.client_errors), "source": "router-stats"},
+            severity=Severity.HIGH,
+            impact=min(1.0, panic / max(1.0, client_requests(evidence))),
+        ))
+    for host in window.hosts:
+        if window.worst_states.get(f"{host.group}/{host.name}", host.state) != "healthy":
+            continue
+        failed, attempts = host_errors(host)
+        if attempts < HOST_MIN_REQUESTS or failed / attempts < HOST_ERROR_SHARE:
+            continue
+        findings.append(RULE.finding(
+            f"The router holds {host_label(evidence, host)} healthy while {failed / attempts:.0%} of its "
+            f"{attempts:.0f} requests fail",
+            {"backend": evidence.backend_names.get(host.name) or host.name, "router_name": host.name,
+             "flags": host.flags, "failed_attempts": failed, "attempts": attempts, "source": "router-stats"},
+            impact=failed / attempts / max(1, len(window.hosts)),
+        ))
     return findings

@@ -14,6 +14,10 @@ How it is measured:
     ``COLD_MIN_STEADY``; ``route/analysis.py``). Reported when the ratio is at least ``MIN_RATIO`` and the
     difference at least ``MIN_EXTRA_MS``.
 
+    From the router's statistics (``--router-stats``): a host that joined the router's rotation during the run (added,
+    or back from failing/down to healthy; Envoy ``membership_change``, HAProxy status changes) is reported at low
+    severity with when it happened: its first requests take the cold path the rule above measures.
+
 Fix:
     Warm the model up at start-up and gate readiness on it; use slow start in the router (Envoy
     ``slow_start_window``, HAProxy ``slowstart``, nginx Plus ``slow_start``).
@@ -24,6 +28,7 @@ from __future__ import annotations
 from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.route.evidence import RouteEvidence
 from infradoctor.route.rules._common import RuleOptions
+from infradoctor.telemetry.evidence import RouterEvidence
 
 RULE = Rule(
     "R011",
@@ -58,3 +63,20 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
             )
         )
     return findings
+
+
+@RULE.check(RouterEvidence)
+def check_router(evidence: RouterEvidence, options: object) -> list[Finding]:
+    """R011 (low) for hosts that joined the router's rotation during the run."""
+    joined = [c for c in evidence.window.host_changes if c.endswith(" s") and ("-> healthy" in c or "added" in c)]
+    if not joined:
+        return []
+    names = sorted({c.split(":", 1)[0] for c in joined})
+    mapped = [evidence.backend_names.get(n, n) for n in names]
+    return [RULE.finding(
+        f"{len(names)} backend{'s' if len(names) != 1 else ''} joined the router's rotation during the run "
+        f"({'; '.join(joined[:4])}): new backends take traffic cold",
+        {"backends": mapped, "changes": list(evidence.window.host_changes),
+         "membership_changes": evidence.window.counters.get("membership_change"), "source": "router-stats"},
+        severity=Severity.LOW,
+    )]
