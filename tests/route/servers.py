@@ -370,8 +370,8 @@ def envoy_config(
              if retry_on else "")
     breaker = ""
     if max_connections is not None or max_pending is not None:
-        breaker = ("\n    circuit_breakers: {thresholds: [{max_connections: %d, max_pending_requests: %d}]}"
-                   % (max_connections or 1024, max_pending or 1024))
+        breaker = (f"\n    circuit_breakers: {{thresholds: [{{max_connections: {max_connections or 1024}, "
+                   f"max_pending_requests: {max_pending or 1024}}}]}}")
     health = ""
     if health_path:
         health = f"""

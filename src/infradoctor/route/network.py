@@ -17,10 +17,12 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
+from infradoctor.bounded import load_json, read_float
 from infradoctor.load.taxonomy import connect_error_class
 from infradoctor.procs import http_get, run_capture
 from infradoctor.route.evidence import Bandwidth, ConnectProbe, HealthCheck
 from infradoctor.route.stats import quantile
+from infradoctor.telemetry import prometheus
 
 
 def is_syn_retransmit(elapsed_s: float) -> bool:
@@ -53,7 +55,13 @@ CONNECT_GIVE_UP_AFTER = 3
 """Consecutive failed connects after which a target is not probed further."""
 
 HTTP_TIMEOUT_S = 3.0
-"""Timeout of a health or counter request."""
+"""Deadline of a whole health or counter request (connect, headers, body): a peer trickling bytes is cut off."""
+
+MAX_COUNTER_BYTES = 1_000_000
+"""Bytes of a counter answer read."""
+
+MAX_COUNT = 1e15
+"""A larger request count is not one."""
 
 IPERF_SECONDS = 2
 """Length of one iperf3 measurement."""
@@ -203,7 +211,7 @@ def probe_connects(
 
 def _get(url: str, timeout_s: float) -> tuple[int | None, bytes, float, str | None]:
     """Status, body, latency (ms) and error of a GET."""
-    answer = http_get(url, timeout_s, max_body=65536)
+    answer = http_get(url, timeout_s, max_body=MAX_COUNTER_BYTES)
     return answer.status, answer.body, answer.latency_ms, answer.error
 
 
@@ -234,34 +242,34 @@ def check_health(
 
 
 def parse_counter(body: bytes) -> int | None:
-    """A request count from a counter endpoint.
+    """A request count from a counter endpoint; None when the answer holds no finite, non-negative count.
 
     Accepts a bare number, a JSON object with ``requests``/``requests_total``/``count``/``total``, or Prometheus
-    text whose ``*_requests_total`` samples are summed.
+    text whose ``*_requests_total`` samples are summed. ``inf``, ``1e999``, NaN, negative or 400-digit values
+    are not counts (the bounded readers refuse them).
     """
-    text = body.decode("utf-8", errors="replace").strip()
+    text = body[:MAX_COUNTER_BYTES].decode("utf-8", errors="replace").strip()
     if not text:
         return None
-    with contextlib.suppress(ValueError):
-        return int(float(text))
-    with contextlib.suppress(ValueError):
-        data = json.loads(text)
+    bare = read_float(text, low=0, high=MAX_COUNT)
+    if bare is not None:
+        return int(bare)
+    if text.startswith(("{", "[")):
+        try:
+            data = load_json(text)
+        except ValueError:
+            return None
         if isinstance(data, dict):
             for key in ("requests", "requests_total", "count", "total"):
-                value = data.get(key)
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                value = read_float(data.get(key), low=0, high=MAX_COUNT)
+                if value is not None:
                     return int(value)
         return None
-    total: float | None = None
-    for line in text.splitlines():
-        if line.startswith("#") or not line.strip():
-            continue
-        name, _, rest = line.partition(" ")
-        metric = name.split("{", 1)[0]
-        if metric.endswith("_requests_total"):
-            with contextlib.suppress(ValueError, IndexError):
-                total = (total or 0.0) + float(rest.split()[0])
-    return None if total is None else int(total)
+    samples = prometheus.parse(text)
+    values = [s.value for name in samples.names() if name.endswith("_requests_total") for s in samples.get(name)]
+    if not values or any(v < 0 for v in values) or sum(values) > MAX_COUNT:
+        return None
+    return int(sum(values))
 
 
 def read_counter(backend_url: str, path: str, *, timeout_s: float = HTTP_TIMEOUT_S) -> int | None:

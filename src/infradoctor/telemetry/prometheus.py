@@ -8,23 +8,24 @@ Values that are not finite numbers (``NaN`` for unset limits, ``+Inf``) are skip
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
-from infradoctor.bounded import read_float
 
 MAX_LINE_CHARS = 16_384
 """A longer exposition line is skipped (counted in ``skipped``)."""
 
-MAX_SAMPLES = 200_000
-"""Samples read from one exposition; the rest are skipped and counted."""
+MAX_SAMPLES = 50_000
+"""Samples read from one exposition (of the metrics asked for); past that the reading stops and says so."""
 
 MAX_LABELS = 32
 """Labels per sample; a sample with more is skipped."""
 
 
-@dataclass(frozen=True)
-class Sample:
+class Sample(NamedTuple):
     """One sample line: ``name{labels} value``."""
 
     name: str
@@ -100,28 +101,40 @@ def _labels(text: str) -> dict[str, str] | None:
         if eq < 0:
             return None
         key = text[i:eq].strip()
-        i = eq + 1
-        while i < n and text[i] == " ":
-            i += 1
-        if i >= n or text[i] != '"':
+        quote = eq + 1
+        while quote < n and text[quote] == " ":
+            quote += 1
+        if quote >= n or text[quote] != '"':
             return None
-        i += 1
-        chars: list[str] = []
-        while i < n and text[i] != '"':
-            if text[i] == "\\" and i + 1 < n:
-                nxt = text[i + 1]
-                chars.append("\n" if nxt == "n" else nxt)
-                i += 2
-            else:
-                chars.append(text[i])
-                i += 1
-        if i >= n:
+        close = text.find('"', quote + 1)
+        while close > 0 and _escaped(text, close):
+            close = text.find('"', close + 1)
+        if close < 0 or not key or len(out) >= MAX_LABELS:
             return None
-        i += 1
-        if not key or len(out) >= MAX_LABELS:
-            return None
-        out[key] = "".join(chars)
+        value = text[quote + 1 : close]
+        if "\\" in value:
+            value = value.replace("\\\\", "\x00").replace('\\"', '"').replace("\\n", "\n").replace("\x00", "\\")
+        out[key] = value
+        i = close + 1
     return out
+
+
+def _escaped(text: str, index: int) -> bool:
+    """True when the character at ``index`` follows an odd number of backslashes."""
+    count = 0
+    while index - count - 1 >= 0 and text[index - count - 1] == "\\":
+        count += 1
+    return count % 2 == 1
+
+
+def _value(text: str) -> float | None:
+    if len(text) > 64:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 def _sample(line: str) -> Sample | None:
@@ -140,17 +153,35 @@ def _sample(line: str) -> Sample | None:
     parts = rest.split()
     if not name or not parts or len(parts) > 2:
         return None
-    value = read_float(parts[0])
+    value = _value(parts[0])
     if value is None:
         return None
     return Sample(name.strip(), labels, value)
 
 
-def parse(text: str | bytes | Iterable[str]) -> Exposition:
-    """Read an exposition (text, bytes or lines); never raises, whatever the input."""
+def _kept_lines(text: str, prefixes: tuple[str, ...]) -> list[str]:
+    """The lines that start with one of ``prefixes`` (or are their ``# TYPE`` lines), found by the regex engine.
+
+    The pattern is literal alternatives at a line start followed by ``[^\n]*``: no backtracking, linear in the
+    text, and run in C, so the lines nobody asked for cost almost nothing.
+    """
+    alternatives = "|".join(re.escape(p) for p in prefixes)
+    pattern = re.compile(rf"^[ \t]*(?:# TYPE )?(?:{alternatives})[^\n]*", re.MULTILINE)
+    return pattern.findall(text)
+
+
+def parse(text: str | bytes | Iterable[str], *, prefixes: tuple[str, ...] | None = None) -> Exposition:
+    """Read an exposition (text, bytes or lines); never raises, whatever the input.
+
+    ``prefixes`` reads only the metrics whose names start with one of them: a router's endpoint may expose
+    hundreds of thousands of samples of which a few dozen matter, and the others are skipped at C speed.
+    """
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
-    lines = text.splitlines() if isinstance(text, str) else text
+    if prefixes is not None and isinstance(text, str):
+        lines: Iterable[str] = _kept_lines(text, prefixes)
+    else:
+        lines = text.splitlines() if isinstance(text, str) else text
     out = Exposition()
     count = 0
     for raw in lines:

@@ -88,6 +88,8 @@ ENVOY_STATS: Mapping[str, str] = {
 }
 """Envoy cluster stats (``cluster.<name>.<stat>``) and their canonical names."""
 
+_ROUTER_PREFIXES = ("envoy_cluster_", "haproxy_", "traefik_")
+
 _ENVOY_BY_PROM = {"envoy_cluster_" + k.replace(".", "_"): v for k, v in ENVOY_STATS.items()}
 
 HAPROXY_BACKEND: Mapping[str, str] = {
@@ -391,7 +393,7 @@ def parse_stub_status(text: str, source: str = "") -> RouterSnapshot:
 
 def parse_router_prometheus(text: str, source: str = "") -> RouterSnapshot:
     """A router's Prometheus endpoint: Envoy, HAProxy's exporter or Traefik by their names; others kept as is."""
-    expo = prometheus.parse(text)
+    expo = prometheus.parse(text, prefixes=_ROUTER_PREFIXES)
     names = set(expo.names())
     table: Mapping[str, str]
     if any(n.startswith("envoy_cluster_") for n in names):
@@ -421,7 +423,8 @@ def parse_router_prometheus(text: str, source: str = "") -> RouterSnapshot:
             values["membership_total"] = float(len(hosts))
             values["membership_healthy"] = float(sum(1 for h in hosts if h.state == "healthy"))
     return RouterSnapshot(kind, source, values, hosts=tuple(hosts), format=f"{kind}-prometheus",
-                          problem=f"{expo.skipped} lines could not be read" if expo.skipped else None)
+                          problem=f"stopped reading after {prometheus.MAX_SAMPLES} samples" if expo.cut else
+                          f"{expo.skipped} lines could not be read" if expo.skipped else None)
 
 
 def parse_router_stats(body: bytes | str, source: str = "", content_type: str | None = None) -> RouterSnapshot:

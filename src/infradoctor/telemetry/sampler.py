@@ -35,6 +35,9 @@ DEFAULT_INTERVAL_S = 1.0
 DEFAULT_TIMEOUT_S = 1.0
 """Deadline of one read (connect, headers and body)."""
 
+FAILED_BACKOFF_MAX = 8
+"""A target whose reads keep failing is read every 2nd, 4th, ... up to every 8th tick (its cost stays bounded)."""
+
 MAX_READINGS = 3600
 """Readings kept per target; past that every other one is dropped and the interval doubles."""
 
@@ -132,6 +135,8 @@ class Sampler:
         self.marks: list[tuple[float, str]] = []
         """``(at_s, label)`` boundaries the caller set (e.g. the end of each load point)."""
         self._resolved: dict[str, tuple[str, ...]] = {}
+        self._streak: dict[str, int] = {t.url: 0 for t in self.targets}
+        self._tick = 0
         self._stop = threading.Event()
         self._first = threading.Event()
         self._thread: threading.Thread | None = None
@@ -167,8 +172,10 @@ class Sampler:
 
     def _loop(self) -> None:
         next_at = self.clock()
+        first = True
         while not self._stop.is_set():
-            self.read_all()
+            self.read_all(every=first)
+            first = False
             self._first.set()
             next_at += self.interval_s
             wait = next_at - self.clock()
@@ -178,9 +185,16 @@ class Sampler:
             if self._stop.wait(wait):
                 break
 
-    def read_all(self) -> None:
-        """Read every target once (sequentially, each bounded by ``timeout_s``)."""
+    def read_all(self, *, every: bool = True) -> None:
+        """Read every target once (sequentially, each bounded by ``timeout_s``).
+
+        With ``every=False`` (the thread's ticks), a target whose last reads failed is skipped on some ticks.
+        """
+        self._tick += 1
         for target in self.targets:
+            streak = self._streak[target.url]
+            if not every and streak and self._tick % min(FAILED_BACKOFF_MAX, 2**streak):
+                continue
             start = self.clock()
             if target.role == ROUTER:
                 router, error = self._read_router(target.url)
@@ -188,6 +202,8 @@ class Sampler:
             else:
                 server, error = self._read_server(target.url)
                 reading = Reading(self.now(), (self.clock() - start) * 1000.0, server=server, error=error)
+            failed = reading.router is None and reading.server is None
+            self._streak[target.url] = min(self._streak[target.url] + 1, 8) if failed else 0
             with self._lock:
                 readings = self.readings[target.url]
                 readings.append(reading)
@@ -214,7 +230,8 @@ class Sampler:
             state, _ = _runtime_api(url, "show servers state", self.timeout_s)
             if state:
                 snap = _with_addresses(snap, parse_router_stats(state, url))
-            return (snap, snap.problem) if snap.kind != "unknown" else (None, snap.problem)
+            usable = snap.kind != "unknown" and bool(snap.values or snap.hosts)
+            return (snap, snap.problem) if usable else (None, snap.problem or "no statistics in the answer")
         candidates = self._resolved.get(url)
         if candidates is None:
             if parts.path not in ("", "/") or parts.query:
@@ -231,8 +248,8 @@ class Sampler:
                     break  # nothing listens (or it hangs): other paths will not do better
                 continue
             snap = parse_router_stats(body, candidate)
-            if snap.kind == "unknown":
-                last_error = snap.problem
+            if snap.kind == "unknown" or not (snap.values or snap.hosts):
+                last_error = snap.problem or "no statistics in the answer"
                 continue
             if snap.kind == "envoy" and snap.format == "envoy-json":
                 p = urlsplit(candidate)

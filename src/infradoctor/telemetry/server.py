@@ -102,6 +102,8 @@ KINDS: Mapping[str, Mapping[str, Source]] = {
 _PREFIXES = (("vllm:", "vllm"), ("sglang:", "sglang"), ("tgi_", "tgi"), ("nv_inference_", "triton"),
              ("ts_", "torchserve"), ("ray_serve_", "ray"), ("infradoctor_request", "infradoctor"))
 
+_PREFIX_TUPLE = tuple(prefix for prefix, _ in _PREFIXES)
+
 
 @dataclass(frozen=True)
 class ServerSnapshot:
@@ -135,7 +137,7 @@ def parse_server_metrics(body: bytes | str, source: str = "") -> ServerSnapshot:
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
     if not prometheus.looks_like(text):
         return ServerSnapshot("unknown", source, problem="the answer is not a Prometheus exposition")
-    expo = prometheus.parse(text)
+    expo = prometheus.parse(text, prefixes=_PREFIX_TUPLE)
     kind = detect_kind(expo)
     if kind == "unknown":
         return ServerSnapshot(kind, source, problem="no known model-server metric names in the answer")
@@ -161,4 +163,6 @@ def parse_server_metrics(body: bytes | str, source: str = "") -> ServerSnapshot:
             values["kv_cache_usage"] = min(1.0, current / budget)
             names["kv_cache_usage"] = "tgi_batch_current_max_tokens / tgi_batch_max_total_tokens"
     problem = f"{expo.skipped} lines could not be read" if expo.skipped else None
+    if expo.cut:
+        problem = f"stopped reading after {prometheus.MAX_SAMPLES} samples"
     return ServerSnapshot(kind, source, values, names, problem)

@@ -27,6 +27,12 @@ How it is measured:
     direct ones to it), which finds a slow hop from the router to one node. The difference includes the extra
     network hop through the router; run the probe from a host on the same
     network as the router and the backends (the TCP connect times in ``metrics.network`` show each hop's cost).
+    Retries are not router time: when the router retried (R005 fires: ``MIN_AMPLIFICATION`` backend attempts per
+    client request or more), the routed requests it did not retry still share the backends with the retried
+    attempts, a load the direct path does not carry (with half of one backend's attempts retried on the other,
+    that one serves 1.5x the direct load), so routed minus direct measures that extra load and scheduling noise,
+    not the router's per-request cost; the rule then stays silent and R005 reports the retries (with the added
+    latency in its evidence). Without this, a 2 ms difference under retries on a busy machine read as overhead.
     With ``--router-stats``, time the router spent on retries (its retry counters at ``RETRY_SHARE`` of the
     requests: backoff and failed attempts) or with requests in its pending queue (``QUEUE_SHARE``) is not its
     per-request overhead: then R005 and R009 report it and this rule does not.
@@ -53,6 +59,7 @@ from infradoctor.logs.incidents import LogsRuleOptions
 from infradoctor.route.evidence import RouteEvidence
 from infradoctor.route.rules._common import RuleOptions
 from infradoctor.route.rules._router import QUEUE_SHARE, RETRY_SHARE, counter, queued_share, retry_share
+from infradoctor.route.rules.r005_retry_amplification import MIN_AMPLIFICATION, MIN_EXTRA_ATTEMPTS
 
 RULE = Rule(
     "R001",
@@ -91,6 +98,10 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
     if stats is not None and (retry_share(stats) >= RETRY_SHARE or queued_share(stats) >= QUEUE_SHARE
                               or counter(stats, "pending_overflow") > 0):
         return []  # the added time is retry backoff or queue wait, which R005 and R009 report
+    retries = evidence.retries
+    if retries is not None and retries.amplification >= MIN_AMPLIFICATION and \
+            retries.extra_attempts >= MIN_EXTRA_ATTEMPTS:
+        return []  # retried attempts load the backends beyond the direct path: not router time (R005 reports it)
     if att.routed_n < MIN_SAMPLES or att.direct_n < MIN_SAMPLES or att.direct_p50_ms is None:
         return []
     direct_p99 = att.direct_p99_ms or 0.0

@@ -88,7 +88,8 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
     return [
         RULE.finding(
             title,
-            {**retries.to_dict(), "router": evidence.router_url},
+            {**retries.to_dict(), "router": evidence.router_url,
+             "router_added_p50_ms": evidence.attribution.added_p50.value},
             severity=severity,
             impact=min(1.0, retries.extra_attempts / retries.backend_attempts) if retries.backend_attempts else None,
         )
