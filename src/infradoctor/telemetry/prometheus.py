@@ -14,7 +14,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-
 MAX_LINE_CHARS = 16_384
 """A longer exposition line is skipped (counted in ``skipped``)."""
 
