@@ -420,3 +420,41 @@ static_resources:
       - lb_endpoints:
 {endpoints}
 """
+
+
+def haproxy_stats_config(
+    upstreams: Sequence[Running],
+    *,
+    stats_port: int,
+    maxconn: int | None = None,
+    maxqueue: int | None = None,
+    queue_timeout_ms: int = 2000,
+    check: bool = False,
+) -> str:
+    """An HAProxy body like :func:`haproxy_config` (servers ``b0``, ``b1``, ...; ``X-Served-By: <server name>``), with
+    its stats page (``/stats``, ``;csv``) and Prometheus exporter (``/metrics``) on ``stats_port``; ``maxconn`` and
+    ``maxqueue`` per server make a queue that fills. (The runtime API goes in ``global``: ``haproxy(...,
+    global_extra=f"stats socket ipv4@127.0.0.1:{port} level operator")``.)"""
+    limits = (f" maxconn {maxconn}" if maxconn else "") + (f" maxqueue {maxqueue}" if maxqueue else "")
+    servers = "\n".join(
+        f"    server b{i} 127.0.0.1:{u.port}{limits}" + (" check inter 300ms rise 1 fall 1" if check else "")
+        for i, u in enumerate(upstreams)
+    )
+    return f"""
+frontend stats
+    bind 127.0.0.1:{stats_port}
+    http-request use-service prometheus-exporter if {{ path /metrics }}
+    stats enable
+    stats uri /stats
+    stats refresh 0
+frontend fe
+    bind 127.0.0.1:{{port}}
+    log stdout format raw local0
+    default_backend be
+backend be
+    balance roundrobin
+{"    option httpchk GET /health" if check else ""}
+    timeout queue {queue_timeout_ms}ms
+    http-response set-header X-Served-By %s
+{servers}
+"""

@@ -109,10 +109,11 @@ http {{
 
 
 @contextmanager
-def haproxy(config_body: str, tmp_path: Path, *, port: int | None = None) -> Iterator[Running]:
+def haproxy(config_body: str, tmp_path: Path, *, port: int | None = None, global_extra: str = "") -> Iterator[Running]:
     """Run HAProxy in the foreground (-db) with ``config_body`` after a default global/defaults section.
 
-    ``{port}`` and ``{prefix}`` are filled. HAProxy logs to stdout in httplog format when the body's frontend
+    ``{port}`` and ``{prefix}`` are filled; ``global_extra`` lines go into ``global`` (e.g. ``stats socket``). HAProxy
+    logs to stdout in httplog format when the body's frontend
     says ``log stdout format raw local0`` (the default here); the log is ``Running.log``.
     """
     binary = require_binary("haproxy")
@@ -126,6 +127,7 @@ def haproxy(config_body: str, tmp_path: Path, *, port: int | None = None) -> Ite
 global
     log stdout format raw local0
     maxconn 2048
+{global_extra}
 
 defaults
     mode http

@@ -44,7 +44,9 @@ class Exposition:
     types: dict[str, str] = field(default_factory=dict)
     """``# TYPE`` per family name (``counter``, ``gauge``, ``histogram``, ``summary``, ``untyped``)."""
     skipped: int = 0
-    """Lines that were not samples, comments or blank: bad syntax, too long, a value that is not finite."""
+    """Lines that were not samples, comments or blank: bad syntax, too long."""
+    not_finite: int = 0
+    """Samples whose value is ``NaN`` or infinite (HAProxy's exporter writes NaN for unset limits): left out."""
     cut: bool = False
     """True when :data:`MAX_SAMPLES` was reached and the rest was not read."""
 
@@ -159,7 +161,7 @@ def _sample(line: str) -> Sample | None:
 
 
 def _kept_lines(text: str, prefixes: tuple[str, ...]) -> list[str]:
-    """The lines that start with one of ``prefixes`` (or are their ``# TYPE`` lines), found by the regex engine.
+    r"""The lines that start with one of ``prefixes`` (or are their ``# TYPE`` lines), found by the regex engine.
 
     The pattern is literal alternatives at a line start followed by ``[^\n]*``: no backtracking, linear in the
     text, and run in C, so the lines nobody asked for cost almost nothing.
@@ -200,7 +202,11 @@ def parse(text: str | bytes | Iterable[str], *, prefixes: tuple[str, ...] | None
             break
         sample = _sample(line)
         if sample is None:
-            out.skipped += 1
+            last = line.rsplit(None, 2)
+            if len(last) >= 2 and any(w.lower().lstrip("+-") in ("nan", "inf") for w in last[-2:]):
+                out.not_finite += 1
+            else:
+                out.skipped += 1
             continue
         out.samples.setdefault(sample.name, []).append(sample)
         count += 1

@@ -334,7 +334,9 @@ def parse_haproxy_csv(text: str, source: str = "") -> RouterSnapshot:
                                    "qcur", "qmax", "scur", "lbtot", "cli_abrt", "srv_abrt")
                     if (v := read_float(row.get(c), low=0)) is not None}
         server_5xx += counters.get("hrsp_5xx", 0.0)
-        _add(limits, "queue_limit", read_float(row.get("qlimit"), low=1))
+        qlimit = read_float(row.get("qlimit"), low=1)
+        if qlimit is not None:
+            limits["queue_limit"] = max(limits.get("queue_limit", 0.0), qlimit)  # per server: the largest
         address = row.get("addr") or None
         hosts.append(HostState(svname[:200], address[:200] if address else None, pxname, _haproxy_state(status),
                                status[:100], counters))
