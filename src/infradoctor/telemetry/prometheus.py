@@ -224,7 +224,10 @@ def looks_like(text: str) -> bool:
             return True
         if line.startswith("#"):
             continue
-        if _sample(line) is None:
+        if not _SAMPLE_START.match(line) or len(line.split()) < 2:
             return False
         seen += 1
     return seen > 0
+
+
+_SAMPLE_START = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:.]*[{ \t]")

@@ -19,7 +19,7 @@ def where(point: ServerPoint) -> str:
         return f"concurrency {point.concurrency}"
     if point.rate is not None:
         return f"{point.rate:g} requests/s"
-    return point.label
+    return "during the run" if point.label == "run" else point.label
 
 
 def rise(evidence: ServerEvidence, point: ServerPoint) -> str:
