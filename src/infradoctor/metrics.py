@@ -27,7 +27,6 @@ import dataclasses
 import enum
 import importlib
 import math
-import sys
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -77,8 +76,8 @@ def _hints(cls: type) -> dict[str, Any]:
     """The class's resolved type hints (cached: metrics classes are defined once)."""
     hints = _HINTS.get(cls)
     if hints is None:
-        module = sys.modules.get(cls.__module__)
-        hints = _HINTS[cls] = typing.get_type_hints(cls, globalns=vars(module) if module else None)
+        # each class's hints resolve in its own module (a subclass's module need not import the base's names)
+        hints = _HINTS[cls] = typing.get_type_hints(cls)
     return hints
 
 
@@ -216,6 +215,7 @@ def json_schema(tp: Any, defs: dict[str, Any] | None = None) -> dict[str, Any]: 
 
 METRICS_CLASSES: Mapping[str, str] = {
     "compare": "infradoctor.compare.analysis:CompareMetrics",
+    "route": "infradoctor.route.metrics:RouteMetrics",
     "scan": "infradoctor.scan.metrics:ScanMetrics",
 }
 """Each command's typed metrics class, as ``module:Class`` (imported on use; see :func:`metrics_class`)."""

@@ -117,9 +117,11 @@ def test_catalog_commands_match_the_evidence_rules_read() -> None:
     from infradoctor.node.evidence import NodeEvidence
     from infradoctor.profile.analyze import ProfileAnalysis
     from infradoctor.route.evidence import RouteEvidence
+    from infradoctor.telemetry.evidence import RouterEvidence, ServerEvidence
 
     commands = {LoadEvidence: {"load", "profile"}, LogsEvidence: {"logs"}, NodeEvidence: {"node"},
-                ProfileAnalysis: {"profile"}, RouteEvidence: {"route"}}
+                ProfileAnalysis: {"profile"}, RouteEvidence: {"route"}, RouterEvidence: {"route", "load"},
+                ServerEvidence: {"route", "load"}}
     for code, entry in catalog().items():
         if entry.group == "C":
             assert entry.commands == ("scan",)

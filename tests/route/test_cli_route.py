@@ -34,10 +34,11 @@ def test_bad_input_is_a_usage_error_without_traceback(cli, args: list[str]) -> N
 def test_help_and_rule_docs(cli) -> None:
     run = cli("route", "--help")
     assert run.exit_code == 0 and "--backend-header" in run.stdout and "interleaved" in run.stdout
-    for code in ("R001", "R003", "R004", "R005", "R008", "R010", "R011"):
+    for code in ("R001", "R003", "R004", "R005", "R008", "R009", "R010", "R011", "R013"):
         doc = cli("rules", code)
         assert doc.exit_code == 0 and "How it is measured" in doc.stdout, code
-    for code in ("R009", "R012"):  # route does not measure router queueing or deadlines: only logs emits them
+    assert "--router-stats" in run.stdout and "--server-metrics" in run.stdout
+    for code in ("R012",):  # route does not measure deadlines: only logs emits them
         first = cli("rules", code).stdout.splitlines()[0]
         assert first.endswith(", emitted by logs)"), first
 

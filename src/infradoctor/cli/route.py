@@ -104,7 +104,7 @@ class RouteCommand(Command):
     def run(self, args: argparse.Namespace) -> int:
         """Probe and report."""
         from infradoctor.load.engine import StopSignal
-        from infradoctor.route.diagnose import RouteOptions, diagnose, parse_weights, router_unreachable
+        from infradoctor.route.diagnose import RouteOptions, parse_weights, router_unreachable, run
 
         body = None
         if args.body is not None:
@@ -138,7 +138,7 @@ class RouteCommand(Command):
             server_metrics=tuple(args.server_metrics),
             stats_interval_s=args.stats_interval,
         )
-        result = _with_sigint(stop, lambda: diagnose(options))
+        result = _with_sigint(stop, lambda: run(options))
         code = finish_interruptible(args, result)
         if code == EXIT_INTERRUPTED:
             return code

@@ -29,4 +29,28 @@ rules (:mod:`infradoctor.route.rules`) turn the evidence into findings.
 - ``headline``: ``router_added_p50_ms``, ``router_added_p99_ms``, ``routed_p50_ms``, ``direct_p50_ms``,
   ``routed_p99_ms``, ``direct_p99_ms``, ``routed_error_rate``, ``direct_error_rate``, ``requests``.
 - ``distributions``: ``routed_latency_ms`` and ``direct_latency_ms`` (successful requests, at most 5000 each).
+- ``router_stats``: the router's own statistics over the run (``--router-stats``; null without): ``source``,
+  ``kind`` (``envoy``, ``haproxy``, ``nginx``, ...), ``format``, ``reads``, ``failed_reads``, ``counters`` (growth
+  of canonical counters: ``retries``, ``pending_overflow``, ``panic``, ...), ``gauges`` (``{max, mean, last,
+  series}`` per canonical gauge), ``limits``, ``hosts`` (the router's name, address, group, state, flags and
+  per-host counters), ``host_changes``, ``worst_states``, ``problems``.
+- ``servers``: per ``--server-metrics`` endpoint, the run as one point: the client's latency beside the server's
+  waiting queue, running batch, KV-cache usage, preemptions, queue time and batch size.
+
+The typed form is :class:`infradoctor.route.metrics.RouteMetrics`; :func:`run` is the library entry
+(``infradoctor.route.run(RouteOptions(...)) -> Result``).
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from infradoctor._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from infradoctor.route.diagnose import RouteOptions, run
+    from infradoctor.route.metrics import RouteMetrics
+
+__getattr__ = lazy_exports(__name__, {"RouteOptions": "diagnose", "run": "diagnose", "RouteMetrics": "metrics"})
+
+__all__ = ["RouteMetrics", "RouteOptions", "run"]

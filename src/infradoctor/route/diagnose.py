@@ -21,6 +21,7 @@ from infradoctor.load.spec import RequestSpec
 from infradoctor.result import ErrorNote, Result, new_result, utc_now_iso
 from infradoctor.route.analysis import CONNECT_ERROR_CLASSES, BackendTarget, ProbeRun, analyze
 from infradoctor.route.evidence import DIRECT, ROUTER, Bandwidth, HealthCheck, RouteEvidence
+from infradoctor.route.metrics import RouteMetrics
 from infradoctor.route.network import (
     HEALTH_PATHS,
     check_health,
@@ -156,8 +157,16 @@ def validate(options: RouteOptions) -> None:
             raise UsageError(f"not a statistics URL (http(s)://, unix:// or tcp://): {url!r}")
 
 
+def run(options: RouteOptions) -> Result:
+    """``infradoctor route`` as a library call: measure router and backends, interleaved; the result with findings.
+
+    No printing, no argv, no exit: the CLI turns argv into :class:`RouteOptions` and hands the result on.
+    """
+    return diagnose(options)
+
+
 def diagnose(options: RouteOptions) -> Result:
-    """Measure router and backends, interleaved, and return the result with findings."""
+    """Measure router and backends, interleaved, and return the result with findings (see :func:`run`)."""
     validate(options)
     started_at = utc_now_iso()
     t0 = time.perf_counter()
@@ -234,7 +243,7 @@ def diagnose(options: RouteOptions) -> Result:
         started_at=started_at,
         duration_s=time.perf_counter() - t0,
         target={"router": options.router, "backends": list(options.backends), "method": options.method.upper()},
-        metrics=build_metrics(evidence, run, options),
+        metrics=build_metrics(evidence, run, options).to_dict(),
         findings=findings,
         errors=errors,
     )
@@ -315,8 +324,12 @@ def _notes(evidence: RouteEvidence) -> list[ErrorNote]:
     return notes
 
 
-def build_metrics(evidence: RouteEvidence, run: ProbeRun, options: RouteOptions) -> dict[str, Any]:
-    """The ``metrics`` of a route result (layout in :mod:`infradoctor.route`)."""
+def build_metrics(evidence: RouteEvidence, run: ProbeRun, options: RouteOptions) -> RouteMetrics:
+    """The ``metrics`` of a route result (layout in :mod:`infradoctor.route`), typed."""
+    return RouteMetrics.from_dict(_metrics_dict(evidence, run, options))
+
+
+def _metrics_dict(evidence: RouteEvidence, run: ProbeRun, options: RouteOptions) -> dict[str, Any]:
     att = evidence.attribution
     routed = [s.latency_ms for s in run.samples if s.kind == ROUTER and s.ok]
     direct = [s.latency_ms for s in run.samples if s.kind == DIRECT and s.ok]

@@ -71,7 +71,7 @@ RULE = Rule(
     "One backend's errors or latency stand out",
     fix="Drain or restart that backend; enable outlier detection / passive health checks.",
     risk="Ejecting a backend raises load on the others.",
-    commands=("route", "logs"),
+    commands=("route", "load", "logs"),
 )
 
 

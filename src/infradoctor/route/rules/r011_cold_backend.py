@@ -37,7 +37,7 @@ RULE = Rule(
     "A backend is slow on its first requests",
     fix="Use slow-start (Envoy slow_start_window, HAProxy slowstart) and readiness gated on model load.",
     risk="Slow-start delays full capacity of new backends.",
-    commands=("route",),
+    commands=("route", "load"),
 )
 
 MIN_RATIO = 3.0
