@@ -1,8 +1,8 @@
 """S013 no-batching: under concurrent load the model server runs one request at a time.
 
 What it detects:
-    Points where the client keeps at least ``MIN_CONCURRENCY`` requests in flight (or the server's queue holds
-    some) while the server's running batch never exceeds one request (vLLM ``vllm:num_requests_running``, SGLang
+    Points where the client keeps at least ``MIN_CONCURRENCY`` requests in flight (open loop: the server's queue
+    holds at least one request on average) while the server's running batch never exceeds one request (vLLM ``vllm:num_requests_running``, SGLang
     ``sglang:num_running_reqs``, TGI ``tgi_batch_current_size``) or Triton executes about one inference per
     model execution (``nv_inference_count`` / ``nv_inference_exec_count`` at most ``MAX_BATCH``).
 
@@ -52,7 +52,10 @@ def check(evidence: ServerEvidence, options: object) -> list[Finding]:
     hits = []
     for point in evidence.points:
         s = point.server
-        loaded = (point.concurrency or 0) >= MIN_CONCURRENCY or (s.waiting_max or 0) >= 1
+        # a closed-loop point is loaded by its client count; otherwise by a queue that stays (a read may catch one
+        # request waiting for the next scheduler step even at one client)
+        loaded = point.concurrency >= MIN_CONCURRENCY if point.concurrency is not None else \
+            (s.waiting_mean or 0.0) >= 1.0
         if not loaded or (s.requests_finished is not None and s.requests_finished < MIN_REQUESTS):
             continue
         batch = s.batch_size_mean if s.batch_size_mean is not None else s.running_max
