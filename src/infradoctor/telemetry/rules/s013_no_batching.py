@@ -3,8 +3,9 @@
 What it detects:
     Points where the client keeps at least ``MIN_CONCURRENCY`` requests in flight (open loop: the server's queue
     holds at least one request on average) while the server's running batch never exceeds one request (vLLM
-    ``vllm:num_requests_running``, SGLang ``sglang:num_running_reqs``, TGI ``tgi_batch_current_size``) or Triton executes about one inference per
-    model execution (``nv_inference_count`` / ``nv_inference_exec_count`` at most ``MAX_BATCH``).
+    ``vllm:num_requests_running``, SGLang ``sglang:num_running_reqs``, TGI ``tgi_batch_current_size``) or Triton
+    executes about one inference per model execution (``nv_inference_count`` / ``nv_inference_exec_count`` at most
+    ``MAX_BATCH``).
 
 Why it matters:
     Batching is how a GPU serves many requests at the cost of one; a server that runs them one by one turns
