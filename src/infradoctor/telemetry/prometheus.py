@@ -171,11 +171,14 @@ def _kept_lines(text: str, prefixes: tuple[str, ...]) -> list[str]:
     return pattern.findall(text)
 
 
-def parse(text: str | bytes | Iterable[str], *, prefixes: tuple[str, ...] | None = None) -> Exposition:
+def parse(
+    text: str | bytes | Iterable[str], *, prefixes: tuple[str, ...] | None = None, buckets: bool = True
+) -> Exposition:
     """Read an exposition (text, bytes or lines); never raises, whatever the input.
 
     ``prefixes`` reads only the metrics whose names start with one of them: a router's endpoint may expose
     hundreds of thousands of samples of which a few dozen matter, and the others are skipped at C speed.
+    ``buckets=False`` skips histogram buckets (``_bucket{``) for readers that need only ``_sum`` and ``_count``.
     """
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
@@ -196,6 +199,8 @@ def parse(text: str | bytes | Iterable[str], *, prefixes: tuple[str, ...] | None
             parts = line.split(None, 3)
             if len(parts) >= 4 and parts[1] == "TYPE":
                 out.types[parts[2]] = parts[3].strip().lower()
+            continue
+        if not buckets and "_bucket{" in line:
             continue
         if count >= MAX_SAMPLES:
             out.cut = True

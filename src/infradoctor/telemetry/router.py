@@ -183,16 +183,18 @@ def parse_envoy_stats_json(data: Any, source: str = "") -> RouterSnapshot:
     stats = data.get("stats") if isinstance(data, dict) else None
     if not isinstance(stats, list):
         return RouterSnapshot("unknown", source, problem="JSON without a 'stats' list", format="json")
-    suffixes = sorted(ENVOY_STATS, key=len, reverse=True)
     for entry in stats:
         if not isinstance(entry, dict):
             continue
         name = entry.get("name")
-        if not isinstance(name, str) or not name.startswith("cluster."):
+        if not isinstance(name, str) or not name.startswith("cluster.") or len(name) > 1000:
             continue
-        for stat in suffixes:
-            if name.endswith("." + stat) and len(name) > len("cluster.") + len(stat) + 1:
-                _add(values, ENVOY_STATS[stat], read_float(entry.get("value"), low=0))
+        # the stat is the last one to three dotted parts; the cluster name before it may hold dots itself
+        parts = name.rsplit(".", 3)
+        for size in (1, 2, 3):
+            key = ENVOY_STATS.get(".".join(parts[-size:])) if len(parts) > size + 1 else None
+            if key is not None:
+                _add(values, key, read_float(entry.get("value"), low=0))
                 break
     return RouterSnapshot("envoy", source, values, format="envoy-json")
 

@@ -15,16 +15,22 @@ read beside its stats for the hosts' health flags and names.
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from infradoctor.procs import http_get
-from infradoctor.telemetry.router import RouterSnapshot, parse_router_stats
+from infradoctor.telemetry.router import ENVOY_STATS, RouterSnapshot, parse_router_stats
 from infradoctor.telemetry.server import ServerSnapshot, parse_server_metrics
+
+ENVOY_STATS_PATH = "/stats?format=json&filter=" + quote(
+    r"^cluster\..*\.(" + "|".join(re.escape(stat) for stat in sorted(ENVOY_STATS)) + ")$", safe="")
+"""Envoy's JSON stats, only the cluster stats that are read (Envoy's ``filter`` is a regex over stat names): a
+mesh's admin answers megabytes of stats otherwise."""
 
 MAX_BODY_BYTES = 8_000_000
 """Bytes read from one stats answer; a longer one is cut (and the reading says so)."""
@@ -41,7 +47,7 @@ FAILED_BACKOFF_MAX = 8
 MAX_READINGS = 3600
 """Readings kept per target; past that every other one is dropped and the interval doubles."""
 
-ROUTER_PATHS = ("/stats?format=json", "/stats/prometheus", "/metrics", "/;csv", "/stats;csv", "/stub_status",
+ROUTER_PATHS = (ENVOY_STATS_PATH, "/stats/prometheus", "/metrics", "/;csv", "/stats;csv", "/stub_status",
                 "/nginx_status")
 """Paths tried on a router URL without a path, in order (Envoy admin, Prometheus, HAProxy stats, nginx)."""
 
@@ -137,6 +143,8 @@ class Sampler:
         self._resolved: dict[str, tuple[str, ...]] = {}
         self._streak: dict[str, int] = {t.url: 0 for t in self.targets}
         self._tick = 0
+        self.cpu_s = 0.0
+        """CPU seconds the sampling thread spent reading and parsing (its cost to the process it runs in)."""
         self._stop = threading.Event()
         self._first = threading.Event()
         self._thread: threading.Thread | None = None
@@ -174,7 +182,9 @@ class Sampler:
         next_at = self.clock()
         first = True
         while not self._stop.is_set():
+            cpu = time.thread_time()
             self.read_all(every=first)
+            self.cpu_s += time.thread_time() - cpu
             first = False
             self._first.set()
             next_at += self.interval_s

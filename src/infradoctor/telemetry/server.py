@@ -137,7 +137,7 @@ def parse_server_metrics(body: bytes | str, source: str = "") -> ServerSnapshot:
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
     if not prometheus.looks_like(text):
         return ServerSnapshot("unknown", source, problem="the answer is not a Prometheus exposition")
-    expo = prometheus.parse(text, prefixes=_PREFIX_TUPLE)
+    expo = prometheus.parse(text, prefixes=_PREFIX_TUPLE, buckets=False)
     kind = detect_kind(expo)
     if kind == "unknown":
         return ServerSnapshot(kind, source, problem="no known model-server metric names in the answer")
