@@ -55,8 +55,13 @@ class Metrics:
         return typing.cast(M, _decode(cls, data, cls.__name__))
 
 
+def _is_record(tp: Any) -> bool:
+    """A metrics class, or a plain dataclass used inside metrics (e.g. a core type such as ``XidEvent``)."""
+    return isinstance(tp, type) and (issubclass(tp, Metrics) or dataclasses.is_dataclass(tp))
+
+
 def _encode(value: Any) -> Any:
-    if isinstance(value, Metrics):
+    if isinstance(value, Metrics) or (dataclasses.is_dataclass(value) and not isinstance(value, type)):
         return {f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(typing.cast(Any, value))}
     if isinstance(value, enum.Enum):
         return value.value
@@ -89,7 +94,7 @@ def _decode(tp: Any, value: Any, where: str) -> Any:  # noqa: C901 - one branch 
     origin = typing.get_origin(tp)
     if tp is Any or tp is object:
         return value
-    if isinstance(tp, type) and issubclass(tp, Metrics):
+    if _is_record(tp):
         if not isinstance(value, Mapping):
             raise MetricsError(f"{where}: expected an object, got {type(value).__name__}")
         hints = _hints(tp)
@@ -165,7 +170,7 @@ def json_schema(tp: Any, defs: dict[str, Any] | None = None) -> dict[str, Any]: 
     origin = typing.get_origin(tp)
     if tp is Any or tp is object:
         return {}
-    if isinstance(tp, type) and issubclass(tp, Metrics):
+    if _is_record(tp):
         name = tp.__name__[0].lower() + tp.__name__[1:]
         if name not in defs:
             defs[name] = {}  # placeholder: recursive types stop here
@@ -215,6 +220,7 @@ def json_schema(tp: Any, defs: dict[str, Any] | None = None) -> dict[str, Any]: 
 
 METRICS_CLASSES: Mapping[str, str] = {
     "compare": "infradoctor.compare.analysis:CompareMetrics",
+    "node": "infradoctor.node.metrics:NodeMetrics",
     "route": "infradoctor.route.metrics:RouteMetrics",
     "scan": "infradoctor.scan.metrics:ScanMetrics",
 }

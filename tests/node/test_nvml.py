@@ -190,7 +190,7 @@ def test_recorded_nvml_and_smi_xml_of_one_node_agree() -> None:
     from infradoctor.node.gpu.smi_xml import SmiXmlBackend
 
     nvml = replay_backend(FIXTURES / "healthy_8x_h100.nvml.json").probe().snapshot
-    smi = SmiXmlBackend(xml_file=FIXTURES / "healthy_8x_h100.xml").probe().snapshot
+    smi = SmiXmlBackend(report_file=FIXTURES / "healthy_8x_h100.xml").probe().snapshot
     assert (nvml.driver_version, nvml.cuda_version) == (smi.driver_version, smi.cuda_version)
     fields = ("name", "uuid", "pci_bus_id", "utilization_gpu_pct", "memory_used_bytes", "memory_total_bytes",
               "temperature_c", "power_draw_w", "power_limit_w", "sm_clock_mhz", "max_sm_clock_mhz",

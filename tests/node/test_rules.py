@@ -14,9 +14,11 @@ from infradoctor.node.evidence import (
     GpuExpectation,
     GpuProcess,
     GpuSnapshot,
+    GpuWindow,
     KernelLogEvidence,
     MemoryEvidence,
     MetricSummary,
+    MigDevice,
     SocketEvidence,
     WatchSummary,
 )
@@ -113,7 +115,7 @@ def test_n002_pending_remap_uncorrectable_failure_and_retired_pages() -> None:
     [
         (0x1, None),  # idle
         (0x2 | 0x10 | 0x100, None),  # application clocks, sync boost, display: not throttling
-        (0x4, Severity.LOW),  # power cap at full clocks
+        (0x4, None),  # power cap bit at the maximum SM clock: nothing is held down
         (0x40 | 0x20, Severity.HIGH),  # HW + SW thermal
         (0x8, Severity.HIGH),
         (0x80, Severity.HIGH),
@@ -122,6 +124,26 @@ def test_n002_pending_remap_uncorrectable_failure_and_retired_pages() -> None:
 def test_n003_ignores_benign_reasons(mask: int, severity: Severity | None) -> None:
     findings = n003_gpu_throttling.check(evidence(gpu(0, clock_event_reasons=mask)), OPTS)
     assert [f.severity for f in findings] == ([severity] if severity else [])
+
+
+def test_n003_power_cap_counts_only_while_the_gpu_works_below_its_top_clock() -> None:
+    working = gpu(0, clock_event_reasons=0x4, sm_clock_mhz=1700, max_sm_clock_mhz=1980, power_draw_w=690.0)
+    (finding,) = n003_gpu_throttling.check(evidence(working), OPTS)
+    assert finding.severity is Severity.LOW and "690 of 700 W" in finding.title
+    # the corpus's RTX 3090: P8, 0%, 35 W of 350 W, 210 MHz with the power-cap bit set is idle, not throttled
+    idle = gpu(0, clock_event_reasons=0x4, utilization_gpu_pct=0.0, performance_state=8, power_draw_w=35.0,
+               power_limit_w=350.0, sm_clock_mhz=210, max_sm_clock_mhz=2100,
+               clock_event_time_s={"sw_power_cap": 9840.3})
+    assert n003_gpu_throttling.check(evidence(idle), OPTS) == []
+    assert n003_gpu_throttling.check(evidence(dataclasses.replace(idle, utilization_gpu_pct=None)), OPTS) == []
+    # busy, but drawing a fifth of the limit: the cap is not what holds it (V100S GPU 6 of the corpus)
+    low_draw = dataclasses.replace(working, power_draw_w=140.0)
+    assert n003_gpu_throttling.check(evidence(low_draw), OPTS) == []
+    # a hardware reason is a fault even on an idle GPU (the corpus's H100s with the power brake asserted)
+    braked = dataclasses.replace(idle, clock_event_reasons=0x8 | 0x80, sm_clock_mhz=86)
+    (brake,) = n003_gpu_throttling.check(evidence(braked), OPTS)
+    assert brake.severity is Severity.HIGH and brake.evidence["reasons"] == ["hw_slowdown", "hw_power_brake_slowdown"]
+    assert brake.evidence["held_since_driver_load_s"] == {"sw_power_cap": 9840.3}
 
 
 def test_n003_power_cap_with_low_clock_is_medium() -> None:
@@ -144,13 +166,42 @@ def test_n004_threshold_edge_and_processes() -> None:
     assert n004_gpu_memory_pressure.check(evidence(gpu(3)), custom)
 
 
-def test_n005_counts_distinct_compute_processes_and_skips_mig() -> None:
+def test_n005_counts_distinct_compute_processes_with_memory() -> None:
     two = (GpuProcess(1, "a", GIB), GpuProcess(2, "b", 2 * GIB))
     (finding,) = n005_gpu_contention.check(evidence(gpu(0, processes=two)), OPTS)
-    assert [p["pid"] for p in finding.evidence["processes"]] == [2, 1]
-    assert n005_gpu_contention.check(evidence(gpu(0, processes=two, mig_enabled=True)), OPTS) == []
+    assert [p["pid"] for p in finding.evidence["processes"]] == [2, 1] and finding.severity is Severity.MEDIUM
     graphics = (GpuProcess(1, "a", GIB), GpuProcess(2, "Xorg", GIB, kind="graphics"))
     assert n005_gpu_contention.check(evidence(gpu(0, processes=graphics)), OPTS) == []
+    # Windows WDDM / vGPU desktop applications: C+G without a memory figure are not competing work
+    desktop = tuple(GpuProcess(100 + i, f"app{i}.exe", None, kind="compute+graphics") for i in range(26))
+    assert n005_gpu_contention.check(evidence(gpu(0, processes=(*desktop, two[0]))), OPTS) == []
+    # an idle GPU shared by two small processes: a note, not contention
+    (idle,) = n005_gpu_contention.check(evidence(gpu(0, processes=two, utilization_gpu_pct=0.0)), OPTS)
+    assert idle.severity is Severity.INFO
+
+
+def test_n005_under_mig_counts_per_gpu_instance() -> None:
+    apart = (GpuProcess(1, "a", GIB, gpu_instance_id=1), GpuProcess(2, "b", GIB, gpu_instance_id=2))
+    assert n005_gpu_contention.check(evidence(gpu(0, processes=apart, mig_enabled=True)), OPTS) == []
+    together = (*apart, GpuProcess(3, "c", GIB, gpu_instance_id=2))
+    (finding,) = n005_gpu_contention.check(evidence(gpu(0, processes=together, mig_enabled=True,
+                                                        utilization_gpu_pct=None)), OPTS)
+    assert finding.evidence["gpu_instance_id"] == 2 and [p["pid"] for p in finding.evidence["processes"]] == [2, 3]
+    assert finding.severity is Severity.LOW  # MIG reports no utilisation: whether they contend is not known
+
+
+def test_n004_under_mig_judges_each_instance_slice() -> None:
+    slices = (MigDevice(0, 1, 0, int(19.5 * GIB), 20 * GIB), MigDevice(1, 2, 0, 1 * GIB, 20 * GIB))
+    procs = (GpuProcess(7, "vllm", 18 * GIB, gpu_instance_id=1, compute_instance_id=0),
+             GpuProcess(8, "other", GIB, gpu_instance_id=2, compute_instance_id=0))
+    device = gpu(0, mig_enabled=True, mig_devices=slices, processes=procs, memory_used_bytes=20 * GIB)
+    (finding,) = n004_gpu_memory_pressure.check(evidence(device), OPTS)
+    assert finding.evidence["gpu_instance_id"] == 1 and finding.location.file == "GPU 0 MIG 0 (GI 1, CI 0)"
+    assert [p["pid"] for p in finding.evidence["processes"]] == [7]
+    # the whole GPU at 98% with roomy slices is not judged as one: the slices are
+    roomy = (MigDevice(0, 1, 0, 10 * GIB, 20 * GIB),)
+    assert n004_gpu_memory_pressure.check(evidence(gpu(0, mig_enabled=True, mig_devices=roomy,
+                                                       memory_used_bytes=int(0.98 * 80 * GIB))), OPTS) == []
 
 
 def with_memory(available_gib: float, swap_used_gib: float = 0.0, swap_total_gib: float = 8.0):
@@ -219,14 +270,31 @@ def test_n009_time_wait_ports_and_fds() -> None:
     assert n009_socket_exhaustion.check(evidence(host=host(sockets=None)), OPTS) == []
 
 
-def test_n010_width_always_generation_only_when_busy() -> None:
+def test_n010_judges_evidence_not_width_alone() -> None:
     (narrow,) = n010_pcie_degraded.check(evidence(gpu(0, pcie_width_current=8)), OPTS)
-    assert narrow.severity is Severity.MEDIUM and narrow.evidence["width_degraded"] is True
+    assert narrow.severity is Severity.INFO and narrow.evidence["width_degraded"] is True
+    # narrower than another GPU of the same model in the same machine: a fault
+    found = {f.evidence["gpu"]: f for f in n010_pcie_degraded.check(evidence(gpu(0), gpu(1, pcie_width_current=8)),
+                                                                      OPTS)}
+    assert set(found) == {1} and found[1].severity is Severity.MEDIUM and found[1].evidence["wider_peer_gpu"] == 0
+    # narrow and replaying over a watch: a fault
+    replaying = gpu(0, pcie_width_current=8, window=GpuWindow(60.0, 60, pcie_replays=3))
+    assert n010_pcie_degraded.check(evidence(replaying), OPTS)[0].severity is Severity.MEDIUM
+    # replays at DCGM's rate on a full link
+    fast = gpu(0, window=GpuWindow(60.0, 60, pcie_replays=9))
+    (errors,) = n010_pcie_degraded.check(evidence(fast), OPTS)
+    assert errors.severity is Severity.MEDIUM and errors.evidence["replays_per_min"] == 9.0
+    assert n010_pcie_degraded.check(evidence(gpu(0, window=GpuWindow(60.0, 60, pcie_replays=2))), OPTS) == []
+    # a replay count read once is history since the driver loaded, not a rate
+    assert n010_pcie_degraded.check(evidence(gpu(0, pcie_replay_count=120)), OPTS) == []
     idle_low_gen = gpu(1, pcie_gen_current=1, utilization_gpu_pct=0.0)
     assert n010_pcie_degraded.check(evidence(idle_low_gen), OPTS) == []
     busy_low_gen = gpu(2, pcie_gen_current=3, utilization_gpu_pct=95.0)
     (gen,) = n010_pcie_degraded.check(evidence(busy_low_gen), OPTS)
     assert gen.severity is Severity.LOW and gen.evidence["gen_degraded_under_load"] is True
+    # a gen5 card in a gen4 host runs gen4 by design: the link's maximum is the lower of the two
+    host_limited = gpu(3, pcie_gen_current=4, pcie_gen_max=4, pcie_gen_max_device=5, pcie_gen_max_host=4)
+    assert n010_pcie_degraded.check(evidence(host_limited), OPTS) == []
     unknown = gpu(3, pcie_width_current=None, pcie_gen_current=None)
     assert n010_pcie_degraded.check(evidence(unknown), OPTS) == []
 
@@ -261,17 +329,27 @@ def test_n012_names_each_gpu_the_driver_cannot_open() -> None:
     assert finding.evidence["gpu"] == 2 and "GPU is lost" in finding.title
 
 
-def test_n003_intermittent_throttling_during_watch() -> None:
-    def watched(share: float) -> WatchSummary:
-        return WatchSummary(20, 1.0, 19.0, False, {
-            "gpu0_throttle": MetricSummary(20, 0.0, share, 1.0, 1.0),
-            "gpu0_sm_clock_mhz": MetricSummary(20, 1100.0, 1800.0, 1980.0, 1980.0),
-        })
+def test_n012_a_report_listing_fewer_gpus_than_attached() -> None:
+    snapshot = GpuSnapshot("smi", "dump.txt", "535", "12.2", (gpu(0),), True, attached_gpus=8)
+    (finding,) = n012_gpu_not_visible.check(evidence(gpu=snapshot), OPTS)
+    assert finding.severity is Severity.MEDIUM and finding.evidence == {
+        "attached_gpus": 8, "listed_gpus": 1, "backend": "smi", "source": "dump.txt"}
 
-    (finding,) = n003_gpu_throttling.check(evidence(gpu(0), watch=watched(0.35)), OPTS)
-    assert finding.severity is Severity.MEDIUM and finding.evidence["throttled_share"] == 0.35
-    assert finding.evidence["sm_clock_min_mhz"] == 1100.0
-    assert n003_gpu_throttling.check(evidence(gpu(0), watch=watched(0.05)), OPTS) == []
-    # throttled right now: the snapshot finding, not a second one from the watch
-    now = n003_gpu_throttling.check(evidence(gpu(0, clock_event_reasons=0x40), watch=watched(0.35)), OPTS)
+
+def test_n003_over_a_window_judges_counter_growth_and_throttled_samples() -> None:
+    held = gpu(0, window=GpuWindow(60.0, 60, 80.0, 100.0, 0.0, {"hw_thermal_slowdown": 0.3, "sw_power_cap": 0.05}))
+    (finding,) = n003_gpu_throttling.check(evidence(held), OPTS)
+    assert finding.severity is Severity.HIGH and finding.evidence["held_share"] == {"hw_thermal_slowdown": 0.3}
+    capped = gpu(0, window=GpuWindow(60.0, 60, 80.0, 100.0, 0.0, {"sw_power_cap": 0.5}))
+    assert n003_gpu_throttling.check(evidence(capped), OPTS)[0].severity is Severity.LOW
+    # the power cap's counter grows on an idle GPU too: not throttling while nothing works
+    idle = gpu(0, window=GpuWindow(60.0, 60, 1.0, 3.0, 0.0, {"sw_power_cap": 0.9}))
+    assert n003_gpu_throttling.check(evidence(idle), OPTS) == []
+    # without counters (nvidia-smi's sampled CSV), the share of samples judged throttled
+    sampled = gpu(0, window=GpuWindow(20.0, 20, 80.0, 100.0, 0.35))
+    (share,) = n003_gpu_throttling.check(evidence(sampled), OPTS)
+    assert share.severity is Severity.MEDIUM and share.evidence["throttled_share"] == 0.35
+    assert n003_gpu_throttling.check(evidence(gpu(0, window=GpuWindow(20.0, 20, 80.0, 100.0, 0.05))), OPTS) == []
+    # throttled right now: the snapshot finding, not a second one from the window
+    now = n003_gpu_throttling.check(evidence(dataclasses.replace(sampled, clock_event_reasons=0x40)), OPTS)
     assert [f.severity for f in now] == [Severity.HIGH]

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from infradoctor.node.gpu.smi_xml import SmiXmlBackend, parse_smi_xml
+from infradoctor.node.gpu.smi_xml import SmiXmlBackend, parse_smi_report
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "node"
 MIB = 1024 * 1024
 
 
 def test_new_layout_fields() -> None:
-    probe = parse_smi_xml((FIXTURES / "healthy_8x_h100.xml").read_bytes())
+    probe = parse_smi_report((FIXTURES / "healthy_8x_h100.xml").read_bytes())
     snap = probe.snapshot
     assert probe.notes == ()
     assert (snap.backend, snap.driver_version, snap.cuda_version, snap.available) == ("smi", "550.90.07", "12.4", True)
@@ -35,7 +35,7 @@ def test_new_layout_fields() -> None:
 
 
 def test_old_layout_throttle_reasons_and_power_readings() -> None:
-    snap = parse_smi_xml((FIXTURES / "thermal_throttle_4x_a100.xml").read_bytes()).snapshot
+    snap = parse_smi_report((FIXTURES / "thermal_throttle_4x_a100.xml").read_bytes()).snapshot
     hot = snap.devices[3]
     assert hot.clock_event_reasons == 0x40 | 0x20
     assert hot.power_draw_w == pytest.approx(287.12) and hot.power_limit_w == 400.0
@@ -57,7 +57,7 @@ def test_ecc_sources_are_summed_and_old_single_double_bit_totals_read() -> None:
       </retired_pages>
       <remapped_rows>N/A</remapped_rows>
     </gpu></nvidia_smi_log>"""
-    gpu = parse_smi_xml(xml).snapshot.devices[0]
+    gpu = parse_smi_report(xml).snapshot.devices[0]
     assert (gpu.ecc.volatile_corrected, gpu.ecc.volatile_uncorrected) == (5, 1)
     assert (gpu.ecc.aggregate_corrected, gpu.ecc.aggregate_uncorrected) == (40, 2)
     assert (gpu.retired_pages_single_bit, gpu.retired_pages_double_bit, gpu.retired_pages_pending) == (4, 1, True)
@@ -71,27 +71,27 @@ def test_sram_parity_and_secded_count_as_uncorrectable() -> None:
       <sram_correctable>2</sram_correctable><sram_uncorrectable_parity>1</sram_uncorrectable_parity>
       <sram_uncorrectable_secded>1</sram_uncorrectable_secded><dram_correctable>3</dram_correctable>
       <dram_uncorrectable>N/A</dram_uncorrectable></volatile></ecc_errors></gpu></nvidia_smi_log>"""
-    ecc = parse_smi_xml(xml).snapshot.devices[0].ecc
+    ecc = parse_smi_report(xml).snapshot.devices[0].ecc
     assert (ecc.volatile_corrected, ecc.volatile_uncorrected, ecc.aggregate_corrected) == (5, 2, None)
 
 
 @pytest.mark.parametrize(
     "text,needle",
     [
-        ("", "malformed"),
+        ("", "not an nvidia-smi report"),
         ("<nvidia_smi_log><gpu>", "malformed"),
-        ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.", "malformed"),
+        ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.", "not an nvidia-smi report"),
         ("<html><body>not it</body></html>", "root element <html>"),
     ],
 )
 def test_bad_documents_are_not_available_with_a_note(text: str, needle: str) -> None:
-    probe = parse_smi_xml(text, source="dump.xml")
+    probe = parse_smi_report(text, source="dump.xml")
     assert probe.snapshot.available is False and probe.snapshot.devices == ()
     assert len(probe.notes) == 1 and needle in probe.notes[0].message and "dump.xml" in probe.notes[0].message
 
 
 def test_attached_gpus_mismatch_is_noted() -> None:
-    probe = parse_smi_xml("<nvidia_smi_log><attached_gpus>2</attached_gpus><gpu/></nvidia_smi_log>")
+    probe = parse_smi_report("<nvidia_smi_log><attached_gpus>2</attached_gpus><gpu/></nvidia_smi_log>")
     assert "attached_gpus says 2" in probe.notes[0].message
     assert len(probe.snapshot.devices) == 1
 
@@ -128,7 +128,7 @@ def test_backend_without_binary(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
 
 
 def test_unreadable_xml_file(tmp_path: Path) -> None:
-    probe = SmiXmlBackend(xml_file=tmp_path).probe()  # a directory
+    probe = SmiXmlBackend(report_file=tmp_path).probe()  # a directory
     assert not probe.snapshot.available and "cannot read" in probe.notes[0].message
     assert os.path.isdir(tmp_path)
 

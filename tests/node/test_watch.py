@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from infradoctor.node.gpu.nvml import NvmlBackend, ReplayNvml
-from infradoctor.node.snapshot import evidence_from_metrics
+from infradoctor.node.metrics import evidence_from_metrics
 from infradoctor.node.watch import (
     MAX_DISTRIBUTION_VALUES,
     NodeSampler,

@@ -4,24 +4,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
-import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
 
-    from infradoctor.node.snapshot import NodeRequest
     from infradoctor.node.watch import WatchSample
-    from infradoctor.result import Result
 
 from infradoctor.cli.base import Command, add_result_options, finish, summary_stream
-from infradoctor.errors import EXIT_TARGET, UsageError
 
 HISTORY_ROWS = 10
 """Rows of recent samples in the live view."""
@@ -35,9 +29,11 @@ class NodeCommand(Command):
 
     GPUs are read through NVML, else `nvidia-smi -q -x`, else not at all (a note, not an error). Xid events come
     from dmesg, journalctl -k or /var/log/kern.log. Rules N001-N010 and N012 turn the evidence into findings;
-    `infradoctor rules N003` explains one. `--smi-xml` / `--nvml-record` evaluate recorded GPU evidence from
-    another machine. `--watch` samples every `--interval` seconds (Ctrl-C stops it; the result summarises the
-    samples and `--record` keeps each one as a JSON line).
+    `infradoctor rules N003` explains one. `--smi-xml` (an `nvidia-smi -q -x` or `-q` report) / `--nvml-record`
+    evaluate recorded GPU evidence from another machine; a file that cannot be read or holds no GPU evidence
+    exits 3 before anything is probed or stored. `--watch` samples every `--interval` seconds (Ctrl-C stops it;
+    the result summarises the samples, judges counters' growth over the watch, and `--record` keeps each sample
+    as a JSON line).
     """
 
     name = "node"
@@ -50,7 +46,8 @@ class NodeCommand(Command):
         gpu.add_argument("--gpu-backend", choices=BACKEND_CHOICES, default="auto",
                          help="how to read GPUs: NVML, nvidia-smi XML, or not at all (default: auto)")
         gpu.add_argument("--smi-xml", metavar="FILE", type=Path,
-                         help="evaluate a saved `nvidia-smi -q -x` document instead of this machine's GPUs")
+                         help="evaluate a saved `nvidia-smi -q -x` (or `nvidia-smi -q` text) report instead of this "
+                              "machine's GPUs")
         gpu.add_argument("--nvml-record", metavar="FILE", type=Path,
                          help="evaluate recorded NVML values (see --save-nvml-record) instead of this machine's GPUs")
         gpu.add_argument("--save-nvml-record", metavar="FILE", type=Path,
@@ -71,101 +68,40 @@ class NodeCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         """Probe, evaluate, report."""
-        from infradoctor.node.gpu.nvml import record_live_nvml
-        from infradoctor.node.snapshot import NodeRequest, build_result, collect_evidence
-        from infradoctor.node.watch import MIN_INTERVAL_S
-        from infradoctor.result import utc_now_iso
+        import infradoctor.node as node
+        from infradoctor.node.snapshot import NodeRequest
 
-        if args.smi_xml is not None and args.nvml_record is not None:
-            raise UsageError("give either --smi-xml or --nvml-record, not both")
-        if not args.watch and (args.record is not None or args.duration is not None):
-            raise UsageError("--record and --duration need --watch")
-        if args.interval < MIN_INTERVAL_S:
-            raise UsageError(f"--interval must be at least {MIN_INTERVAL_S} s")
-        if args.duration is not None and args.duration < 0:
-            raise UsageError("--duration must not be negative")
         request = NodeRequest(
             gpu_backend=args.gpu_backend,
             smi_xml=args.smi_xml,
             nvml_record=args.nvml_record,
             kernel_log=args.kernel_log,
             host=not args.no_host,
+            save_nvml_record=args.save_nvml_record,
+            watch=args.watch,
+            interval_s=args.interval,
+            duration_s=args.duration,
+            record=args.record,
         )
-        started_at = utc_now_iso()
-        start = time.perf_counter()
-        if args.save_nvml_record is not None:
-            try:
-                record_live_nvml(args.save_nvml_record)
-            except OSError as exc:
-                raise UsageError(f"cannot write --save-nvml-record {args.save_nvml_record}: {exc}") from exc
-        if args.watch:
-            result = self._watch(args, request, started_at, start)
-        else:
-            evidence = collect_evidence(request)
-            result = build_result(request, evidence, started_at=started_at, duration_s=time.perf_counter() - start)
-        code = finish(args, result)
-        unreadable = _unreadable_inputs(request, result)
-        if unreadable:
-            for message in unreadable:
-                print(f"infradoctor node: error: {message}", file=sys.stderr)
-            return max(code, EXIT_TARGET)
-        return code
-
-    def _watch(self, args: argparse.Namespace, request: NodeRequest, started_at: str, start: float) -> Result:
+        if not request.watch:
+            return finish(args, node.run(request))
         from rich.console import Console
         from rich.live import Live
 
-        from infradoctor.node.snapshot import build_result, collect_evidence, open_backend
-        from infradoctor.node.watch import NodeSampler, distributions, summarize, watch, write_record_line
-        from infradoctor.result import utc_now_iso
+        from infradoctor.node.diagnose import check_request
 
-        backend, selection_notes = open_backend(request)
-        sampler = NodeSampler(backend)
-        samples: list[WatchSample] = []
-        interrupted = False
+        check_request(request)
         stream = summary_stream(args)
-        live_view = not args.quiet and stream.isatty()
-        record: TextIO | None = None
-        try:
-            if args.record is not None:
-                try:
-                    record = args.record.open("w", encoding="utf-8")
-                except OSError as exc:
-                    raise UsageError(f"cannot write --record {args.record}: {exc.strerror or exc}") from exc
-            console = Console(file=stream)
-            live = Live(console=console, refresh_per_second=4, transient=False) if live_view else None
-            with live if live is not None else contextlib.nullcontext():
-                try:
-                    for sample in watch(sampler, interval_s=args.interval, duration_s=args.duration,
-                                        wall_clock=utc_now_iso):
-                        if record is not None:  # written before it counts, so the file holds every sample
-                            write_record_line(record, sample)
-                        samples.append(sample)
-                        if live is not None:
-                            live.update(live_table(samples, args.interval))
-                except KeyboardInterrupt:
-                    interrupted = True
-            summary = summarize(samples, interval_s=args.interval, interrupted=interrupted)
-            evidence = collect_evidence(request, backend=backend, watch=summary)
-        finally:
-            if record is not None:
-                record.close()
-            backend.close()
-        if selection_notes:
-            evidence = dataclasses.replace(evidence, notes=(*selection_notes, *evidence.notes))
-        return build_result(
-            request,
-            evidence,
-            started_at=started_at,
-            duration_s=time.perf_counter() - start,
-            distributions=distributions(samples),
-        )
+        live = (Live(console=Console(file=stream), refresh_per_second=4, transient=False)
+                if not args.quiet and stream.isatty() else None)
 
+        def show(sample: WatchSample, samples: Sequence[WatchSample]) -> None:
+            if live is not None:
+                live.update(live_table(samples, args.interval))
 
-def _unreadable_inputs(request: NodeRequest, result: Result) -> list[str]:
-    """Messages for input files the user named that could not be used."""
-    named = [str(p) for p in (request.smi_xml, request.nvml_record, request.kernel_log) if p is not None]
-    return [e.message for e in result.errors if any(path in e.message for path in named)]
+        with live if live is not None else contextlib.nullcontext():
+            result = node.run(request, on_sample=show)
+        return finish(args, result)
 
 
 def sparkline(values: Sequence[float | None], *, top: float = 100.0) -> str:

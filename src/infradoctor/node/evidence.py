@@ -2,25 +2,28 @@
 
 ``None`` in a numeric field means "not available" (the probe could not read it: not supported by this GPU, no
 permission, no driver); the reason is kept in :attr:`GpuDevice.unavailable` or in :attr:`NodeEvidence.notes`.
-Every class has ``to_dict`` / ``from_dict`` so that evidence can be recorded and evaluated again later.
+Every class is a :class:`~infradoctor.metrics.Metrics` dataclass: ``to_dict()`` / ``from_dict()`` go through the
+type hints, so evidence can be recorded, stored in a result and evaluated again later, and the result schema
+describes it.
+
+The GPU classes (:class:`GpuDevice`, :class:`GpuProcess`, :class:`MigDevice`, :class:`GpuWindow`,
+:class:`GpuSnapshot`) say what a GPU is, not who read it: NVML, ``nvidia-smi -q -x``, ``nvidia-smi -q`` text and
+Prometheus (dcgm-exporter) series all build the same objects, and the rules N001-N012 read only these. A source
+that does not have a field leaves it ``None`` (build a device with :meth:`GpuDevice.blank` and set what you have).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import types
-import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
+from infradoctor.metrics import Metrics
 from infradoctor.xid import XidEvent as XidEvent  # one Xid event type for node and logs
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class Note:
+class Note(Metrics):
     """Something that could not be measured, and why."""
 
     source: str
@@ -30,7 +33,7 @@ class Note:
 
 
 @dataclass(frozen=True)
-class CpuEvidence:
+class CpuEvidence(Metrics):
     """CPU utilisation and run-queue length."""
 
     logical_cores: int
@@ -54,7 +57,7 @@ class CpuEvidence:
 
 
 @dataclass(frozen=True)
-class MemoryEvidence:
+class MemoryEvidence(Metrics):
     """Host RAM and swap."""
 
     total_bytes: int
@@ -84,7 +87,7 @@ class MemoryEvidence:
 
 
 @dataclass(frozen=True)
-class DiskUsage:
+class DiskUsage(Metrics):
     """Space on one mounted filesystem that this machine's work uses."""
 
     mountpoint: str
@@ -121,7 +124,7 @@ class DiskUsage:
 
 
 @dataclass(frozen=True)
-class FdEvidence:
+class FdEvidence(Metrics):
     """Open file descriptors against their limits."""
 
     process_open: int | None
@@ -137,7 +140,7 @@ class FdEvidence:
 
 
 @dataclass(frozen=True)
-class SocketEvidence:
+class SocketEvidence(Metrics):
     """TCP sockets by state and the ephemeral port range."""
 
     tcp_by_state: Mapping[str, int]
@@ -163,7 +166,7 @@ class SocketEvidence:
 
 
 @dataclass(frozen=True)
-class ProcessSample:
+class ProcessSample(Metrics):
     """One process among the busiest."""
 
     pid: int
@@ -181,7 +184,7 @@ class ProcessSample:
 
 
 @dataclass(frozen=True)
-class HostEvidence:
+class HostEvidence(Metrics):
     """Everything the host probe read through psutil and /proc."""
 
     hostname: str
@@ -205,7 +208,7 @@ class HostEvidence:
 
 
 @dataclass(frozen=True)
-class EccCounts:
+class EccCounts(Metrics):
     """ECC error counters of one GPU (sum over memory locations)."""
 
     volatile_corrected: int | None
@@ -218,23 +221,89 @@ class EccCounts:
     """Uncorrected errors over the GPU's lifetime."""
 
 
+PROCESS_KINDS = ("compute", "graphics", "compute+graphics")
+"""Values of :attr:`GpuProcess.kind` (nvidia-smi's ``C``, ``G`` and ``C+G``)."""
+
+
 @dataclass(frozen=True)
-class GpuProcess:
-    """A process holding memory on a GPU."""
+class GpuProcess(Metrics):
+    """A process with a context on a GPU."""
 
     pid: int
     """Process id (in the driver's PID namespace)."""
     name: str | None
     """Process name, when known."""
     used_memory_bytes: int | None
-    """GPU memory the process holds; None where the driver does not report it."""
+    """GPU memory the process holds; None where the driver does not report it (Windows WDDM, some vGPU guests)."""
     kind: str = "compute"
-    """``compute`` or ``graphics``."""
+    """``compute``, ``graphics`` or ``compute+graphics`` (a desktop application under WDDM is usually the last)."""
+    gpu_instance_id: int | None = None
+    """MIG GPU instance the process runs in (None without MIG)."""
+    compute_instance_id: int | None = None
+    """MIG compute instance inside that GPU instance (None without MIG)."""
 
 
 @dataclass(frozen=True)
-class GpuDevice:
-    """One GPU as NVML or nvidia-smi reports it."""
+class MigDevice(Metrics):
+    """One MIG device (a GPU instance and compute instance) of a GPU in MIG mode: its own slice of memory."""
+
+    index: int
+    """MIG device index on its GPU (nvidia-smi's ``MIG Device`` index)."""
+    gpu_instance_id: int | None
+    """GPU instance id (``GI``)."""
+    compute_instance_id: int | None
+    """Compute instance id (``CI``) inside the GPU instance."""
+    memory_used_bytes: int | None
+    """Memory used in this instance's slice."""
+    memory_total_bytes: int | None
+    """Memory of this instance's slice."""
+    multiprocessor_count: int | None = None
+    """SMs in the slice."""
+    uuid: str | None = None
+    """``MIG-...`` UUID, when known."""
+
+    @property
+    def memory_used_fraction(self) -> float | None:
+        """Used / total of the slice, 0-1."""
+        if self.memory_used_bytes is None or not self.memory_total_bytes:
+            return None
+        return self.memory_used_bytes / self.memory_total_bytes
+
+    def label(self, gpu: GpuDevice) -> str:
+        """``GPU 0 MIG 2 (GI 3, CI 0)``: how findings name a MIG device."""
+        ids = [f"GI {self.gpu_instance_id}" if self.gpu_instance_id is not None else "",
+               f"CI {self.compute_instance_id}" if self.compute_instance_id is not None else ""]
+        inner = ", ".join(i for i in ids if i)
+        return f"GPU {gpu.index} MIG {self.index}" + (f" ({inner})" if inner else "")
+
+
+@dataclass(frozen=True)
+class GpuWindow(Metrics):
+    """How one GPU moved over an observation window: a ``--watch``, or a fleet query's time range.
+
+    A single snapshot has no window (``GpuDevice.window`` is None): counters read once tell the history since the
+    driver loaded, not the present. Over a window their growth says what happened while it was watched.
+    """
+
+    seconds: float
+    """Length of the window."""
+    samples: int = 0
+    """Samples of the instantaneous values in the window (0 when only counters were compared)."""
+    utilization_gpu_mean_pct: float | None = None
+    """Mean GPU utilisation over the samples, 0-100."""
+    utilization_gpu_max_pct: float | None = None
+    """Highest sampled GPU utilisation, 0-100."""
+    throttled_sample_share: float | None = None
+    """Share of samples in which a non-benign clock event reason bit was set, 0-1."""
+    clock_event_share: Mapping[str, float] = field(default_factory=dict)
+    """Reason name -> share of the window it held the clocks down, 0-1, from the growth of its time counter."""
+    pcie_replays: int | None = None
+    """Growth of the PCIe replay counter over the window (link-level retransmissions)."""
+
+
+@dataclass(frozen=True)
+class GpuDevice(Metrics):
+    """One GPU, whoever read it (NVML, nvidia-smi XML or text, Prometheus)."""
 
     index: int
     """Enumeration index (nvidia-smi order)."""
@@ -245,7 +314,7 @@ class GpuDevice:
     pci_bus_id: str | None
     """PCI bus id, e.g. ``00000000:3B:00.0``."""
     utilization_gpu_pct: float | None
-    """Share of time a kernel ran over the last sample period, 0-100."""
+    """Share of time a kernel ran over the last sample period, 0-100 (None under MIG: per instance only)."""
     utilization_memory_pct: float | None
     """Share of time device memory was read or written, 0-100."""
     memory_used_bytes: int | None
@@ -289,21 +358,37 @@ class GpuDevice:
     pcie_gen_current: int | None
     """Current PCIe link generation."""
     pcie_gen_max: int | None
-    """Maximum PCIe generation this device and slot support."""
+    """Highest PCIe generation the link can run: the lower of the device's and the host's maximum."""
     pcie_width_current: int | None
     """Current PCIe link width (lanes)."""
     pcie_width_max: int | None
-    """Maximum PCIe width this device and slot support."""
+    """Maximum PCIe width of the device (what the slot wires may be fewer)."""
     pcie_replay_count: int | None
-    """PCIe replay counter (link-level retransmissions)."""
+    """PCIe replay counter since the driver loaded (link-level retransmissions)."""
     persistence_mode: bool | None
     """Persistence mode enabled."""
     mig_enabled: bool | None
     """MIG mode currently enabled (None where the GPU has no MIG)."""
     processes: tuple[GpuProcess, ...] = ()
-    """Processes holding memory on this GPU."""
+    """Processes with a context on this GPU."""
     unavailable: Mapping[str, str] = field(default_factory=dict)
     """Fields that could not be read, with the reason (e.g. ``{"remapped_rows": "Not Supported"}``)."""
+    performance_state: int | None = None
+    """Performance state: 0 (P0, full clocks) to 15; P8 and above are idle states."""
+    pcie_gen_max_device: int | None = None
+    """Highest PCIe generation the GPU itself supports."""
+    pcie_gen_max_host: int | None = None
+    """Highest PCIe generation the host's slot or root port supports."""
+    clock_event_time_s: Mapping[str, float] = field(default_factory=dict)
+    """Reason name -> seconds it held the clocks down since the driver loaded (cumulative counters)."""
+    virtualization_mode: str | None = None
+    """``none`` (bare metal), ``pass-through``, ``vgpu`` (a vGPU guest), ``host-vgpu`` or ``host-vsga``."""
+    driver_model: str | None = None
+    """Windows driver model: ``WDDM``, ``TCC`` or ``MCDM`` (None on Linux)."""
+    mig_devices: tuple[MigDevice, ...] = ()
+    """MIG devices of a GPU in MIG mode, each with its own memory."""
+    window: GpuWindow | None = None
+    """How the GPU moved over an observation window (``--watch`` or a fleet range); None for one snapshot."""
 
     @property
     def memory_used_fraction(self) -> float | None:
@@ -317,13 +402,30 @@ class GpuDevice:
         """``GPU 3 (00000000:3B:00.0)``: how findings name a GPU."""
         return f"GPU {self.index}" + (f" ({self.pci_bus_id})" if self.pci_bus_id else "")
 
+    @classmethod
+    def blank(cls, index: int, unavailable: Mapping[str, str] | None = None, **fields: Any) -> GpuDevice:
+        """A GPU with every field not available except ``fields``: how a source with few fields builds one."""
+        values: dict[str, Any] = {
+            "name": None, "uuid": None, "pci_bus_id": None, "utilization_gpu_pct": None,
+            "utilization_memory_pct": None, "memory_used_bytes": None, "memory_total_bytes": None,
+            "temperature_c": None, "power_draw_w": None, "power_limit_w": None, "sm_clock_mhz": None,
+            "max_sm_clock_mhz": None, "mem_clock_mhz": None, "max_mem_clock_mhz": None, "clock_event_reasons": None,
+            "ecc_enabled": None, "ecc": EccCounts(None, None, None, None), "retired_pages_single_bit": None,
+            "retired_pages_double_bit": None, "retired_pages_pending": None, "remapped_rows_correctable": None,
+            "remapped_rows_uncorrectable": None, "remapped_rows_pending": None, "remapped_rows_failure": None,
+            "pcie_gen_current": None, "pcie_gen_max": None, "pcie_width_current": None, "pcie_width_max": None,
+            "pcie_replay_count": None, "persistence_mode": None, "mig_enabled": None,
+        }
+        values.update(fields)
+        return cls(index=index, unavailable=dict(unavailable or {}), **values)
+
 
 @dataclass(frozen=True)
-class GpuSnapshot:
+class GpuSnapshot(Metrics):
     """What the GPU backend saw."""
 
     backend: str
-    """``nvml``, ``smi`` (nvidia-smi XML) or ``none``."""
+    """``nvml``, ``smi`` (an nvidia-smi report), ``none``, or another source's name (e.g. ``dcgm``)."""
     source: str
     """Where it came from: ``libnvidia-ml``, ``nvidia-smi -q -x``, a recorded file's path, or why none."""
     driver_version: str | None
@@ -334,10 +436,12 @@ class GpuSnapshot:
     """GPUs, in index order."""
     available: bool
     """False when no backend could talk to a driver (then ``devices`` is empty)."""
+    attached_gpus: int | None = None
+    """GPUs the driver says are attached, where the source says it (a report may list fewer)."""
 
 
 @dataclass(frozen=True)
-class KernelLogEvidence:
+class KernelLogEvidence(Metrics):
     """GPU events from the kernel ring buffer or log file."""
 
     source: str | None
@@ -353,7 +457,7 @@ class KernelLogEvidence:
 
 
 @dataclass(frozen=True)
-class GpuExpectation:
+class GpuExpectation(Metrics):
     """Signs that this machine should have a visible GPU."""
 
     cuda_visible_devices: str | None
@@ -381,7 +485,7 @@ class GpuExpectation:
 
 
 @dataclass(frozen=True)
-class MetricSummary:
+class MetricSummary(Metrics):
     """Summary of one sampled metric over a watch."""
 
     count: int
@@ -397,7 +501,7 @@ class MetricSummary:
 
 
 @dataclass(frozen=True)
-class WatchSummary:
+class WatchSummary(Metrics):
     """What ``--watch`` saw over time."""
 
     samples: int
@@ -413,7 +517,7 @@ class WatchSummary:
 
 
 @dataclass(frozen=True)
-class NodeEvidence:
+class NodeEvidence(Metrics):
     """Everything ``infradoctor node`` gathered; rules read only this."""
 
     host: HostEvidence | None
@@ -428,64 +532,3 @@ class NodeEvidence:
     """Sampled metrics when ``--watch`` ran."""
     notes: tuple[Note, ...] = ()
     """What could not be measured, and why."""
-
-
-def to_dict(value: Any) -> dict[str, Any]:
-    """A dataclass as plain JSON types (tuples become lists)."""
-    out: dict[str, Any] = dataclasses.asdict(value)
-    return out
-
-
-def from_dict(cls: type[T], data: Any) -> T:
-    """Rebuild a (nested) evidence dataclass from :func:`to_dict` output; unknown keys are ignored."""
-    return typing.cast(T, _build(cls, data))
-
-
-def _build(tp: Any, data: Any) -> Any:
-    if data is None:
-        return None
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        options = [a for a in typing.get_args(tp) if a is not type(None)]
-        for option in options:
-            try:
-                return _build(option, data)
-            except (TypeError, ValueError, KeyError):
-                continue
-        raise TypeError(f"cannot read {data!r} as {tp}")
-    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
-        if not isinstance(data, Mapping):
-            raise TypeError(f"expected an object for {tp.__name__}, got {type(data).__name__}")
-        hints = typing.get_type_hints(tp)
-        kwargs = {f.name: _build(hints[f.name], data[f.name]) for f in dataclasses.fields(tp) if f.name in data}
-        return tp(**kwargs)
-    if origin is tuple:
-        args = typing.get_args(tp)
-        if not isinstance(data, (list, tuple)):
-            raise TypeError(f"expected a list, got {type(data).__name__}")
-        return tuple(_build(args[0], item) for item in data)
-    if origin in (Mapping, dict) or tp is dict:
-        args = typing.get_args(tp)
-        if not isinstance(data, Mapping):
-            raise TypeError(f"expected an object, got {type(data).__name__}")
-        value_type = args[1] if len(args) == 2 else Any
-        return {str(k): _build(value_type, v) for k, v in data.items()}
-    if tp is Any:
-        return data
-    if tp is bool:
-        if not isinstance(data, bool):
-            raise TypeError(f"expected a boolean, got {data!r}")
-        return data
-    if tp is int:
-        if isinstance(data, bool) or not isinstance(data, int):
-            raise TypeError(f"expected an integer, got {data!r}")
-        return data
-    if tp is float:
-        if isinstance(data, bool) or not isinstance(data, (int, float)):
-            raise TypeError(f"expected a number, got {data!r}")
-        return float(data)
-    if tp is str:
-        if not isinstance(data, str):
-            raise TypeError(f"expected a string, got {data!r}")
-        return data
-    return data

@@ -1,4 +1,4 @@
-"""GPU probing behind one interface (:class:`GpuBackend`): NVML, ``nvidia-smi -q -x``, or none.
+"""GPU probing behind one interface (:class:`GpuBackend`): NVML, nvidia-smi's reports, or none.
 
 :func:`select_backend` picks NVML when the library initialises, else nvidia-smi's XML when the binary exists, else
 the none backend with a note: a machine without GPUs is a normal case, not an error.
@@ -28,8 +28,8 @@ def select_backend(
 ) -> tuple[GpuBackend, tuple[Note, ...]]:
     """The backend to use and notes about the choice.
 
-    ``smi_xml`` (a saved ``nvidia-smi -q -x`` document) and ``nvml_record`` (recorded NVML values) evaluate recorded
-    evidence instead of this machine's GPUs. ``auto`` tries NVML, then nvidia-smi, then none.
+    ``smi_xml`` (a saved ``nvidia-smi -q -x`` or ``nvidia-smi -q`` report) and ``nvml_record`` (recorded NVML
+    values) evaluate recorded evidence instead of this machine's GPUs. ``auto`` tries NVML, then nvidia-smi, then none.
     """
     if nvml_record is not None:
         try:
@@ -37,7 +37,7 @@ def select_backend(
         except (OSError, ValueError) as exc:
             return NoGpuBackend(f"cannot use NVML record {nvml_record}: {exc}"), ()
     if smi_xml is not None:
-        return SmiXmlBackend(xml_file=smi_xml), ()
+        return SmiXmlBackend(report_file=smi_xml), ()
     if choice == "none":
         return NoGpuBackend("GPU probing switched off (--gpu-backend none)"), ()
     if choice == "smi":

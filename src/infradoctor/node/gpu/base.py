@@ -8,13 +8,11 @@ available" is a value: a backend never raises for a missing driver or an unsuppo
 from __future__ import annotations
 
 import abc
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
 
-from infradoctor.node.evidence import EccCounts, GpuDevice, GpuSnapshot, Note
+from infradoctor.node.evidence import GpuDevice, GpuSnapshot, Note
 
 
 @dataclass(frozen=True)
@@ -88,16 +86,6 @@ class GpuBackend(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
         """Release the driver connection, if any."""
-
-
-def empty_device(index: int, unavailable: Mapping[str, str] | None = None, **fields: Any) -> GpuDevice:
-    """A GPU with every field not available except ``fields`` (for partial reads: a lost GPU, a watch sample)."""
-    blank: dict[str, Any] = {
-        f.name: None for f in dataclasses.fields(GpuDevice) if f.name not in ("index", "processes", "unavailable")
-    }
-    blank["ecc"] = EccCounts(None, None, None, None)
-    blank.update(fields)
-    return GpuDevice(index=index, unavailable=dict(unavailable or {}), **blank)
 
 
 def unavailable_snapshot(backend: str, source: str) -> GpuSnapshot:

@@ -19,7 +19,7 @@ from types import ModuleType, SimpleNamespace
 from typing import Any, Final
 
 from infradoctor.node.evidence import EccCounts, GpuDevice, GpuProcess, GpuSnapshot, Note
-from infradoctor.node.gpu.base import GpuBackend, GpuProbe, empty_device, unavailable_snapshot
+from infradoctor.node.gpu.base import GpuBackend, GpuProbe, unavailable_snapshot
 
 RECORD_FORMAT = "infradoctor.nvml-record/1"
 """``format`` field of a recorded-NVML JSON document."""
@@ -307,7 +307,7 @@ def read_device(query: NvmlQuery, index: int, process_name: Callable[[int], str 
     """Every field of one GPU (``nvidia-smi -q -i INDEX``)."""
     handle = query("nvmlDeviceGetHandleByIndex", index)
     if handle is NA:
-        return empty_device(index, {"device": query.last_reason or "not available"})
+        return GpuDevice.blank(index, {"device": query.last_reason or "not available"})
     reader = _DeviceReader(query, handle)
     util_gpu, util_mem = reader.utilization()
     mem_used, mem_total = reader.memory()
@@ -437,14 +437,14 @@ class NvmlBackend(GpuBackend):
         for index in range(int(count)):
             handle = query("nvmlDeviceGetHandleByIndex", index)
             if handle is NA:
-                devices.append(empty_device(index, {"device": query.last_reason or "not available"}))
+                devices.append(GpuDevice.blank(index, {"device": query.last_reason or "not available"}))
                 continue
             reader = _DeviceReader(query, handle)
             util_gpu, util_mem = reader.utilization()
             mem_used, mem_total = reader.memory()
             power_draw, power_limit = reader.power()
             devices.append(
-                empty_device(
+                GpuDevice.blank(
                     index,
                     reader.unavailable,
                     utilization_gpu_pct=util_gpu,

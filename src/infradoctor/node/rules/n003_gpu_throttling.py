@@ -1,9 +1,16 @@
-"""N003 gpu-throttling: GPU clocks held down by thermal, power or hardware slowdown.
+"""N003 gpu-throttling: GPU clocks held down by heat, power delivery or a power cap while the GPU works.
 
 What it detects:
-    Active clock event ("throttle") reasons other than the benign ones: software power cap (0x4), hardware slowdown
-    (0x8), software thermal slowdown (0x20), hardware thermal slowdown (0x40), hardware power brake (0x80). Idle
-    (0x1), application clocks (0x2), sync boost (0x10) and display clocks (0x100) are ignored: they are not faults.
+    A GPU whose clocks are held down for a reason that costs the work speed:
+
+    - a fault reason, whatever the load: hardware slowdown (0x8), hardware thermal slowdown (0x40), hardware power
+      brake (0x80, an external signal from the PSU or chassis) or software thermal slowdown (0x20);
+    - the software power cap (0x4) only while the GPU works (utilisation at least :data:`WORKING_UTIL_PCT` percent,
+      an active performance state, and a draw of at least :data:`POWER_CAP_MIN_DRAW_FRACTION` of the limit) with
+      its SM clock below :data:`CLOCK_AT_MAX_FRACTION` of the maximum. An idle GPU (P8, 0%, 35 W of 350 W) with the
+      power-cap bit set is at idle clocks, not throttled; a GPU at its maximum clock is not held down.
+
+    Idle (0x1), application clocks (0x2), sync boost (0x10) and display clocks (0x100) are never throttling.
 
 Why it matters:
     A throttled GPU runs the same work slower: thermal and hardware slowdowns cut clocks by half or more, and the
@@ -11,25 +18,31 @@ Why it matters:
     every rank to its pace.
 
 How it is measured:
-    NVML ``nvmlDeviceGetCurrentClocksEventReasons`` (older: ``...ClocksThrottleReasons``) or nvidia-smi's
-    ``<clocks_event_reasons>`` / ``<clocks_throttle_reasons>``, with the SM clock against its maximum and the
-    temperature and power draw as evidence. Severity: ``high`` for thermal or hardware slowdown and power brake;
-    ``low`` for the software power cap alone (normal at full load on many boards, but it caps clocks); ``medium``
-    when the power cap holds the SM clock below :data:`POWER_CAP_CLOCK_FRACTION` of its maximum. Throttling comes
-    and goes with load and heat: under ``--watch`` a GPU that was throttled in at least
-    :data:`WATCH_THROTTLED_SHARE` of the samples gets a ``medium`` finding even when the final snapshot is clean.
+    The active clock event reasons (NVML ``nvmlDeviceGetCurrentClocksEventReasons``, nvidia-smi's
+    ``<clocks_event_reasons>`` / ``Clocks Event Reasons``, dcgm-exporter's ``DCGM_FI_DEV_CLOCK_THROTTLE_REASONS``)
+    with utilisation, performance state, power draw against the limit and the SM clock against its maximum.
+    The reasons' time counters (``clocks_event_reasons_counters``, NVML violation status) are cumulative since the
+    driver loaded: one snapshot shows them as history only. Over an observation window (``--watch``, a fleet
+    range) their growth is the share of time each reason held the clocks, which is judged instead of one sampled
+    bit: a reason holding the clocks for at least :data:`WINDOW_SHARE` of the window counts (the power cap only
+    while the GPU worked). Without counters, the share of samples judged throttled counts the same way.
+    Severity: ``high`` for a fault reason; ``low`` for the power cap, ``medium`` when it holds the SM clock below
+    :data:`POWER_CAP_CLOCK_FRACTION` of its maximum.
 
 Fix:
     Thermal: check airflow, fan and chassis cooling, inlet temperature, and dust; compare with neighbouring GPUs.
     Power brake or hardware slowdown: check PSUs and power cabling, and the BMC's event log. Power cap: check the
-    limit (``nvidia-smi -q -d POWER``) against the board's default.
+    limit (``nvidia-smi -q -d POWER``) against the board's default; at full load on many boards it is normal.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from infradoctor.findings import Finding, Rule, Severity
-from infradoctor.node.evidence import GpuDevice, NodeEvidence
-from infradoctor.node.gpu.base import BENIGN_REASON_MASK, active_reasons
+from infradoctor.node.evidence import GpuDevice, GpuWindow, NodeEvidence
+from infradoctor.node.gpu.base import REASON_BY_NAME, ClockEventReason, active_reasons
 from infradoctor.node.rules._common import NodeOptions, gpu_location
 
 RULE = Rule(
@@ -44,89 +57,148 @@ RULE = Rule(
 
 SEVERE_REASONS = frozenset({"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"})
 """Reasons that mean a fault (heat, power delivery, hardware) rather than normal power management."""
+WORKING_UTIL_PCT = 10.0
+"""GPU utilisation at or above which the power cap can cost the work anything."""
+IDLE_PERFORMANCE_STATE = 8
+"""Performance states at or above this (P8, P12) are idle: the clocks are low because nothing runs."""
+POWER_CAP_MIN_DRAW_FRACTION = 0.5
+"""Under the power cap, a draw below this share of the limit means the cap is not what holds the clocks."""
+CLOCK_AT_MAX_FRACTION = 0.98
+"""An SM clock at or above this share of its maximum is not held down, whatever bit is set."""
 POWER_CAP_CLOCK_FRACTION = 0.7
 """Under a power cap alone, an SM clock below this share of its maximum raises the severity to medium."""
-WATCH_THROTTLED_SHARE = 0.1
-"""Share of ``--watch`` samples with a non-benign reason active at which a GPU counts as throttled."""
+WINDOW_SHARE = 0.1
+"""Share of an observation window in which a reason held the clocks (or samples were judged throttled) that counts."""
+
+
+def working(device: GpuDevice, options: NodeOptions | None = None) -> bool | None:
+    """Whether the GPU is doing work now: True, False, or None when utilisation and P-state are both unknown."""
+    opts = options or NodeOptions()
+    if device.utilization_gpu_pct is not None:
+        return device.utilization_gpu_pct >= opts.threshold(RULE.code, "WORKING_UTIL_PCT", WORKING_UTIL_PCT)
+    if device.performance_state is not None:
+        return device.performance_state < IDLE_PERFORMANCE_STATE
+    return None
+
+
+def _clock_fraction(device: GpuDevice) -> float | None:
+    if device.sm_clock_mhz is None or not device.max_sm_clock_mhz:
+        return None
+    return device.sm_clock_mhz / device.max_sm_clock_mhz
+
+
+def _power_cap_holds(device: GpuDevice, options: NodeOptions) -> bool:
+    """The power cap holds this GPU's clocks now: it works, draws near its limit, and runs below its top clock."""
+    if working(device, options) is False:
+        return False
+    if device.performance_state is not None and device.performance_state >= IDLE_PERFORMANCE_STATE:
+        return False
+    if device.power_draw_w is not None and device.power_limit_w:
+        floor = options.threshold(RULE.code, "POWER_CAP_MIN_DRAW_FRACTION", POWER_CAP_MIN_DRAW_FRACTION)
+        if device.power_draw_w < floor * device.power_limit_w:
+            return False
+    fraction = _clock_fraction(device)
+    return not (fraction is not None and fraction >= CLOCK_AT_MAX_FRACTION)
+
+
+def throttling_reasons(device: GpuDevice, options: NodeOptions | None = None) -> tuple[ClockEventReason, ...]:
+    """The active reasons that throttle this GPU now (faults always; the power cap only while it holds the work)."""
+    opts = options or NodeOptions()
+    reasons = [r for r in active_reasons(device.clock_event_reasons) if not r.benign]
+    out = [r for r in reasons if r.name in SEVERE_REASONS]
+    if any(r.name == "sw_power_cap" for r in reasons) and _power_cap_holds(device, opts):
+        out.append(REASON_BY_NAME["sw_power_cap"])
+    return tuple(sorted(out, key=lambda r: r.bit))
 
 
 @RULE.check(NodeEvidence, NodeOptions)
 def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
-    """One finding per GPU with a non-benign clock event reason active."""
+    """One finding per throttled GPU: now, or over the observation window."""
     findings = []
     for device in evidence.gpu.devices:
-        mask = device.clock_event_reasons
-        if not mask or not mask & ~BENIGN_REASON_MASK:
-            findings.extend(_throttled_during_watch(evidence, device, options))
-            continue
-        reasons = [r for r in active_reasons(mask) if not r.benign]
-        names = [r.name for r in reasons]
-        clock_fraction = (
-            device.sm_clock_mhz / device.max_sm_clock_mhz
-            if device.sm_clock_mhz is not None and device.max_sm_clock_mhz
-            else None
-        )
-        if SEVERE_REASONS & set(names):
-            severity = Severity.HIGH
-        elif clock_fraction is not None and clock_fraction < options.threshold(
-            RULE.code, "POWER_CAP_CLOCK_FRACTION", POWER_CAP_CLOCK_FRACTION
-        ):
-            severity = Severity.MEDIUM
-        else:
-            severity = Severity.LOW
-        clock_text = (
-            f", SM clock {device.sm_clock_mhz}/{device.max_sm_clock_mhz} MHz" if clock_fraction is not None else ""
-        )
-        temp_text = f", {device.temperature_c:.0f} C" if device.temperature_c is not None else ""
-        findings.append(
-            RULE.finding(
-            f"{device.label} throttled: {', '.join(names)}{clock_text}{temp_text}",
-                {
-                    "gpu": device.index,
-                    "name": device.name,
-                    "reasons": names,
-                    "reasons_mask": hex(mask),
-                    "meanings": [r.meaning for r in reasons],
-                    "sm_clock_mhz": device.sm_clock_mhz,
-                    "max_sm_clock_mhz": device.max_sm_clock_mhz,
-                    "sm_clock_fraction": round(clock_fraction, 3) if clock_fraction is not None else None,
-                    "temperature_c": device.temperature_c,
-                    "power_draw_w": device.power_draw_w,
-                    "power_limit_w": device.power_limit_w,
-                    "utilization_gpu_pct": device.utilization_gpu_pct,
-                },
-                severity=severity,
-                location=gpu_location(device),
-            )
-        )
+        reasons = throttling_reasons(device, options)
+        if reasons:
+            findings.append(_snapshot_finding(device, reasons, options))
+        elif device.window is not None:
+            findings.extend(_window_findings(device, device.window, options))
     return findings
 
 
-def _throttled_during_watch(evidence: NodeEvidence, device: GpuDevice, options: NodeOptions) -> list[Finding]:
-    """A finding when the GPU was throttled in enough watch samples (it may have recovered by the snapshot)."""
-    if evidence.watch is None:
-        return []
-    summary = evidence.watch.metrics.get(f"gpu{device.index}_throttle")
-    if summary is None or summary.count == 0:
-        return []
-    share = summary.mean
-    if share < options.threshold(RULE.code, "WATCH_THROTTLED_SHARE", WATCH_THROTTLED_SHARE):
-        return []
-    clocks = evidence.watch.metrics.get(f"gpu{device.index}_sm_clock_mhz")
-    temps = evidence.watch.metrics.get(f"gpu{device.index}_temp_c")
-    return [
-        RULE.finding(
-            f"{device.label} throttled in {100 * share:.0f}% of {summary.count} samples during the watch",
-            {
-                "gpu": device.index,
-                "name": device.name,
-                "throttled_share": round(share, 3),
-                "samples": summary.count,
-                "sm_clock_min_mhz": clocks.min if clocks else None,
-                "max_sm_clock_mhz": device.max_sm_clock_mhz,
-                "temperature_max_c": temps.max if temps else None,
-            },
+def _history(device: GpuDevice) -> dict[str, float]:
+    return {name: seconds for name, seconds in device.clock_event_time_s.items() if seconds > 0}
+
+
+def _severity(names: set[str], fraction: float | None, options: NodeOptions) -> Severity:
+    if SEVERE_REASONS & names:
+        return Severity.HIGH
+    if fraction is not None and fraction < options.threshold(RULE.code, "POWER_CAP_CLOCK_FRACTION",
+                                                             POWER_CAP_CLOCK_FRACTION):
+        return Severity.MEDIUM
+    return Severity.LOW
+
+
+def _snapshot_finding(device: GpuDevice, reasons: tuple[ClockEventReason, ...], options: NodeOptions) -> Finding:
+    names = [r.name for r in reasons]
+    fraction = _clock_fraction(device)
+    clock_text = f", SM clock {device.sm_clock_mhz}/{device.max_sm_clock_mhz} MHz" if fraction is not None else ""
+    temp_text = f", {device.temperature_c:.0f} C" if device.temperature_c is not None else ""
+    power_text = (f", {device.power_draw_w:.0f} of {device.power_limit_w:.0f} W"
+                  if device.power_draw_w is not None and device.power_limit_w else "")
+    evidence: dict[str, Any] = {
+        "gpu": device.index,
+        "name": device.name,
+        "reasons": names,
+        "reasons_mask": hex(device.clock_event_reasons or 0),
+        "meanings": [r.meaning for r in reasons],
+        "sm_clock_mhz": device.sm_clock_mhz,
+        "max_sm_clock_mhz": device.max_sm_clock_mhz,
+        "sm_clock_fraction": round(fraction, 3) if fraction is not None else None,
+        "temperature_c": device.temperature_c,
+        "power_draw_w": device.power_draw_w,
+        "power_limit_w": device.power_limit_w,
+        "utilization_gpu_pct": device.utilization_gpu_pct,
+        "performance_state": device.performance_state,
+        "held_since_driver_load_s": _history(device),
+    }
+    return RULE.finding(
+        f"{device.label} throttled: {', '.join(names)}{clock_text}{power_text}{temp_text}",
+        evidence,
+        severity=_severity(set(names), fraction, options),
+        location=gpu_location(device),
+    )
+
+
+def _window_findings(device: GpuDevice, window: GpuWindow, options: NodeOptions) -> list[Finding]:
+    """A finding when, over the window, a reason held the clocks long enough (the GPU may be clean by the end)."""
+    limit = options.threshold(RULE.code, "WINDOW_SHARE", WINDOW_SHARE)
+    busy = window.utilization_gpu_mean_pct is None or window.utilization_gpu_mean_pct >= options.threshold(
+        RULE.code, "WORKING_UTIL_PCT", WORKING_UTIL_PCT)
+    held: Mapping[str, float] = {
+        name: share for name, share in window.clock_event_share.items()
+        if share >= limit and (name in SEVERE_REASONS or (name == "sw_power_cap" and busy))
+    }
+    evidence: dict[str, Any] = {
+        "gpu": device.index,
+        "name": device.name,
+        "window_s": window.seconds,
+        "samples": window.samples,
+        "utilization_gpu_mean_pct": window.utilization_gpu_mean_pct,
+        "max_sm_clock_mhz": device.max_sm_clock_mhz,
+    }
+    if held:
+        text = ", ".join(f"{name} {100 * share:.0f}%" for name, share in sorted(held.items(), key=lambda i: -i[1]))
+        return [RULE.finding(
+            f"{device.label} held down over {window.seconds:.0f} s: {text} of the time",
+            {**evidence, "held_share": {k: round(v, 4) for k, v in held.items()}},
+            severity=_severity(set(held), None, options),
+            location=gpu_location(device),
+        )]
+    share = window.throttled_sample_share
+    if not window.clock_event_share and share is not None and share >= limit:
+        return [RULE.finding(
+            f"{device.label} throttled in {100 * share:.0f}% of {window.samples} samples over {window.seconds:.0f} s",
+            {**evidence, "throttled_share": round(share, 3)},
             severity=Severity.MEDIUM,
             location=gpu_location(device),
-        )
-    ]
+        )]
+    return []

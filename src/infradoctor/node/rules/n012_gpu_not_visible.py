@@ -2,8 +2,9 @@
 
 What it detects:
     Signs that a GPU is expected (``CUDA_VISIBLE_DEVICES`` set to devices, ``/dev/nvidia[0-9]*`` device nodes, the
-    ``nvidia`` kernel module loaded) while neither NVML nor nvidia-smi shows any GPU; and GPUs the driver counts but
-    cannot open (NVML "GPU is lost" and similar), one finding each.
+    ``nvidia`` kernel module loaded) while neither NVML nor nvidia-smi shows any GPU; GPUs the driver counts but
+    cannot open (NVML "GPU is lost" and similar), one finding each; and a report that lists fewer GPUs than the
+    driver says are attached (nvidia-smi's ``attached_gpus``), at ``medium``: the missing ones could not be read.
 
 Why it matters:
     Work that should run on the GPU silently falls back to the CPU (100x slower) or fails at start-up with "no CUDA
@@ -49,6 +50,16 @@ def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
         for d in evidence.gpu.devices
         if "device" in d.unavailable
     ]
+    attached = evidence.gpu.attached_gpus
+    listed = len(evidence.gpu.devices)
+    if evidence.gpu.available and attached is not None and attached > listed:
+        findings.append(RULE.finding(
+            f"The driver counts {attached} GPUs but the report lists {listed}: {attached - listed} could not be read",
+            {"attached_gpus": attached, "listed_gpus": listed, "backend": evidence.gpu.backend,
+             "source": evidence.gpu.source},
+            severity=Severity.MEDIUM,
+            location=Location(file=evidence.gpu.source),
+        ))
     reasons = evidence.expectation.reasons
     if not reasons or (evidence.gpu.available and evidence.gpu.devices):
         return findings
