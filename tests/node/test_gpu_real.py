@@ -69,6 +69,55 @@ def test_nvml_and_smi_xml_agree(nvml_probe, smi_probe) -> None:
         assert a.ecc.aggregate_uncorrected == b.ecc.aggregate_uncorrected
 
 
+def test_nvml_reads_the_judgement_fields(nvml_probe) -> None:
+    """What N003/N005/N010 judge on: P-state, reason counters, link generations, virtualization, processes' kind."""
+    for device in nvml_probe.snapshot.devices:
+        assert device.performance_state is not None and 0 <= device.performance_state <= 15
+        assert device.virtualization_mode in ("none", "pass-through", "vgpu", "host-vgpu", "host-vsga")
+        assert device.pcie_gen_max_device is not None and device.pcie_gen_max_device >= (device.pcie_gen_max or 0)
+        assert device.clock_event_time_s.get("sw_power_cap", 0.0) >= 0.0
+        assert all(p.kind in ("compute", "graphics", "compute+graphics") for p in device.processes)
+        assert not any(reason == "malformed value in the NVML answer" for reason in device.unavailable.values())
+        if device.mig_enabled:
+            assert device.mig_devices, "MIG on but no MIG device read"
+            for mig in device.mig_devices:
+                assert mig.memory_total_bytes and mig.memory_total_bytes < (device.memory_total_bytes or 0)
+                assert mig.gpu_instance_id is not None
+
+
+def test_smi_text_xml_and_nvml_agree(nvml_probe, smi_probe) -> None:
+    """The `nvidia-smi -q` text reader gives what the XML reader and NVML give, on this machine's GPUs."""
+    import subprocess
+
+    from infradoctor.node.gpu.smi_xml import parse_smi_report
+
+    text = subprocess.run(["nvidia-smi", "-q"], capture_output=True, check=True, timeout=60).stdout
+    from_text = parse_smi_report(text, source="nvidia-smi -q").snapshot
+    assert from_text.available and len(from_text.devices) == len(smi_probe.snapshot.devices)
+    for t, x, n in zip(from_text.devices, smi_probe.snapshot.devices, nvml_probe.snapshot.devices, strict=True):
+        for field in ("name", "uuid", "memory_total_bytes", "max_sm_clock_mhz", "pcie_gen_max", "pcie_width_max",
+                      "persistence_mode", "mig_enabled", "ecc_enabled", "remapped_rows_pending",
+                      "virtualization_mode", "pcie_gen_max_device"):
+            assert getattr(t, field) == getattr(x, field), ("text vs xml", field)
+        assert (t.pci_bus_id or "").upper() == (n.pci_bus_id or "").upper()
+        assert [m.gpu_instance_id for m in t.mig_devices] == [m.gpu_instance_id for m in x.mig_devices]
+        assert t.clock_event_time_s.keys() == x.clock_event_time_s.keys()
+
+
+def test_watch_gives_each_gpu_a_window(nvml_probe) -> None:
+    from infradoctor.node import NodeRequest, run
+    from infradoctor.node.metrics import NodeMetrics
+
+    result = run(NodeRequest(host=False, watch=True, interval_s=0.5, duration_s=3.0))
+    metrics = NodeMetrics.from_dict(result.metrics)
+    assert metrics.watch is not None and metrics.watch.samples >= 5
+    for device in metrics.gpu.devices:
+        window = device.window
+        assert window is not None and window.seconds >= 2.0
+        assert window.pcie_replays is not None and window.pcie_replays >= 0
+        assert window.utilization_gpu_mean_pct is not None or device.mig_enabled
+
+
 def test_record_replays_to_the_same_evidence(tmp_path: Path) -> None:
     path = tmp_path / "record.json"
     live = record_live_nvml(path)

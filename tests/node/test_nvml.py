@@ -200,3 +200,112 @@ def test_recorded_nvml_and_smi_xml_of_one_node_agree() -> None:
         for field in fields:
             assert getattr(a, field) == getattr(b, field), (a.index, field)
         assert [p.pid for p in a.processes] == [p.pid for p in b.processes]
+
+
+@pytest.mark.parametrize("value", ["12", "9" * 400, 2**70, -5, 1.5, None, [], {}, [1], {"gpu": "97"}, True])
+def test_every_recorded_answer_of_the_wrong_type_is_not_available(value) -> None:
+    """Issue 17: a string where a number belongs crashed about 20 readers; every answer is typed and bounded."""
+    record = healthy_record()
+    record["devices"] = record["devices"][:2]
+    record["system"]["nvmlDeviceGetCount"] = 2
+    healthy_second = NvmlBackend(ReplayNvml(record)).probe().snapshot.devices[1]
+    for key in sorted(record["devices"][0]):
+        broken = copy.deepcopy(record)
+        broken["devices"][0][key] = value
+        backend = NvmlBackend(ReplayNvml(broken))
+        probe = backend.probe()
+        backend.sample()
+        gpu = probe.snapshot.devices[0]
+        assert gpu.index == 0 and probe.snapshot.devices[1] == healthy_second, key
+        assert type(gpu).from_dict(gpu.to_dict()) == gpu
+    # a typed field that received text is said to be malformed, not silently zero
+    broken = copy.deepcopy(record)
+    broken["devices"][0]["nvmlDeviceGetTemperature(0)"] = "58"
+    gpu = NvmlBackend(ReplayNvml(broken)).probe().snapshot.devices[0]
+    assert gpu.temperature_c is None and gpu.unavailable["temperature"] == "malformed value in the NVML answer"
+
+
+@pytest.mark.parametrize("count", ["8", -1, 2**40, 10**9])
+def test_a_broken_device_count_is_bounded(count) -> None:
+    record = healthy_record()
+    record["system"]["nvmlDeviceGetCount"] = count
+    probe = NvmlBackend(ReplayNvml(record)).probe()
+    if isinstance(count, int) and count > 0:
+        assert len(probe.snapshot.devices) == 64 and any("read the first 64" in n.message for n in probe.notes)
+    else:
+        assert not probe.snapshot.available and "not a count" in probe.notes[0].message
+
+
+def test_deeply_nested_or_huge_records_are_refused_or_unavailable(tmp_path: Path) -> None:
+    record = healthy_record()
+    deep: object = 1
+    for _ in range(200):
+        deep = {"x": deep}
+    record["devices"][0]["nvmlDeviceGetUtilizationRates"] = deep
+    gpu = NvmlBackend(ReplayNvml(record)).probe().snapshot.devices[0]
+    assert gpu.utilization_gpu_pct is None and gpu.unavailable["utilization"] == "Unknown Error"
+    path = tmp_path / "huge.json"
+    path.write_text('{"format": "infradoctor.nvml-record/1", "pad": "' + "x" * (17 * 1024 * 1024) + '"}')
+    backend, _ = select_backend("auto", nvml_record=path)
+    assert isinstance(backend, NoGpuBackend) and "over the limit" in backend.reason
+    record = healthy_record()
+    record["process_names"] = {"not a pid": "x", "-3": "y", "41210": 7, "41211": "python"}
+    assert ReplayNvml(record).process_names == {41211: "python"}
+
+
+def mig_record() -> dict:
+    """GPU 0 of the healthy record in MIG mode with two MIG devices, and processes in instance 1."""
+    record = healthy_record()
+    device = record["devices"][0]
+    device["nvmlDeviceGetMigMode"] = [1, 1]
+    device["nvmlDeviceGetMaxMigDeviceCount"] = 7
+    device["nvmlDeviceGetUtilizationRates"] = {"nvml_error": "NVML_ERROR_NOT_SUPPORTED"}  # as under MIG
+    device["nvmlDeviceGetMigDeviceHandleByIndex(0)"] = {"mig_device": 0}
+    device["nvmlDeviceGetMigDeviceHandleByIndex(1)"] = {"mig_device": 1}
+    for i in range(2, 7):
+        device[f"nvmlDeviceGetMigDeviceHandleByIndex({i})"] = {"nvml_error": "NVML_ERROR_NOT_FOUND"}
+    gib = 1024**3
+    device["mig_devices"] = {
+        str(i): {"nvmlDeviceGetMemoryInfo": {"total": 40 * gib, "free": int((40 - used) * gib), "used": int(used * gib)},
+                 "nvmlDeviceGetGpuInstanceId": gi, "nvmlDeviceGetComputeInstanceId": 0,
+                 "nvmlDeviceGetUUID": f"MIG-{i}", "nvmlDeviceGetAttributes": {"multiprocessorCount": 66}}
+        for i, (gi, used) in enumerate(((1, 39.5), (2, 1)))
+    }
+    device["nvmlDeviceGetComputeRunningProcesses"] = [
+        {"pid": pid, "usedGpuMemory": 10 * gib, "gpuInstanceId": 1, "computeInstanceId": 0} for pid in (7, 8, 9)]
+    return record
+
+
+def test_mig_devices_and_their_processes_are_read_and_judged() -> None:
+    from infradoctor.findings import run_rules
+
+    from .builders import evidence
+
+    probe = NvmlBackend(ReplayNvml(mig_record())).probe()
+    gpu = probe.snapshot.devices[0]
+    assert gpu.mig_enabled is True and gpu.utilization_gpu_pct is None
+    assert [(m.index, m.gpu_instance_id, m.multiprocessor_count, m.uuid) for m in gpu.mig_devices] == [
+        (0, 1, 66, "MIG-0"), (1, 2, 66, "MIG-1")]
+    assert {p.gpu_instance_id for p in gpu.processes} == {1}
+    assert probe.snapshot.devices[1].mig_devices == ()
+    assert not any("Mig" in n.message for n in probe.notes)
+    codes = {(f.code, f.evidence.get("gpu_instance_id")) for f in run_rules(evidence(gpu, gpu=probe.snapshot))}
+    assert ("N004", 1) in codes and ("N005", 1) in codes and ("N004", 2) not in codes
+
+
+def test_mig_record_round_trips_through_the_recorder() -> None:
+    first = NvmlBackend(RecordingNvml(ReplayNvml(mig_record()))).probe()
+    recorder = RecordingNvml(ReplayNvml(mig_record()))
+    NvmlBackend(recorder).probe()
+    again = NvmlBackend(ReplayNvml(recorder.record())).probe()
+    assert again.snapshot.devices == first.snapshot.devices
+    assert again.snapshot.devices[0].mig_devices[0].memory_used_bytes == int(39.5 * 1024**3)
+
+
+def test_a_pid_in_the_compute_and_the_graphics_list_is_one_desktop_process() -> None:
+    record = healthy_record()
+    device = record["devices"][0]
+    device["nvmlDeviceGetComputeRunningProcesses"] = [{"pid": 5, "usedGpuMemory": None}]
+    device["nvmlDeviceGetGraphicsRunningProcesses"] = [{"pid": 5, "usedGpuMemory": None}, {"pid": 6, "usedGpuMemory": 1}]
+    procs = NvmlBackend(ReplayNvml(record)).probe().snapshot.devices[0].processes
+    assert [(p.pid, p.kind, p.used_memory_bytes) for p in procs] == [(5, "compute+graphics", None), (6, "graphics", 1)]

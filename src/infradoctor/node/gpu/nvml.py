@@ -13,13 +13,17 @@ library to write such a record on a machine with GPUs (``infradoctor node --save
 from __future__ import annotations
 
 import json
+import typing
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
-from infradoctor.node.evidence import EccCounts, GpuDevice, GpuProcess, GpuSnapshot, Note
+from infradoctor.bounded import load_json, read_float, read_int
+from infradoctor.node.evidence import EccCounts, GpuDevice, GpuProcess, GpuSnapshot, MigDevice, Note
 from infradoctor.node.gpu.base import GpuBackend, GpuProbe, unavailable_snapshot
+
+T = TypeVar("T")
 
 RECORD_FORMAT = "infradoctor.nvml-record/1"
 """``format`` field of a recorded-NVML JSON document."""
@@ -117,28 +121,70 @@ class NvmlQuery:
         return default
 
 
+MAX_GPUS = 64
+"""GPUs read at most (a count beyond it is a broken driver or record, not a machine)."""
+MAX_PROCESSES = 256
+"""Processes read per GPU."""
+MAX_MIG_DEVICES = 32
+"""MIG devices read per GPU (a GPU has at most 7 today)."""
+MAX_TEXT_CHARS = 512
+"""Characters kept of a name or id."""
+MAX_UINT64 = 2**64 - 1
+NO_MIG_INSTANCE = 0xFFFFFFFF
+"""``gpuInstanceId`` / ``computeInstanceId`` of a process on a GPU without MIG."""
+NVML_PERF_POLICY_POWER: Final = 0
+NVML_PERF_POLICY_THERMAL: Final = 1
+NVML_PERF_POLICY_SYNC_BOOST: Final = 2
+VIOLATION_REASONS = ((NVML_PERF_POLICY_POWER, "sw_power_cap"), (NVML_PERF_POLICY_THERMAL, "sw_thermal_slowdown"),
+                     (NVML_PERF_POLICY_SYNC_BOOST, "sync_boost"))
+"""``nvmlDeviceGetViolationStatus`` policies and the clock event reasons whose time they count (nanoseconds)."""
+VIRTUALIZATION_MODES = {0: "none", 1: "pass-through", 2: "vgpu", 3: "host-vgpu", 4: "host-vsga"}
+"""``nvmlDeviceGetVirtualizationMode`` values."""
+DRIVER_MODELS = {0: "WDDM", 1: "TCC", 2: "MCDM"}
+"""``nvmlDeviceGetDriverModel`` values (Windows only)."""
+MALFORMED = "malformed value in the NVML answer"
+"""The reason kept for a value of the wrong type or out of range (a broken record, never a real driver)."""
+
+
 def _na(value: Any) -> bool:
     return value is NA or value is None
 
 
-def _int(value: Any) -> int | None:
-    return None if _na(value) else int(value)
+def _whole(value: Any, low: int = 0, high: int = MAX_UINT64) -> int | None:
+    """An integer NVML answer within range (not a bool, not text); else None."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        return None
+    return value
 
 
-def _bool(value: Any) -> bool | None:
-    return None if _na(value) else bool(value)
+def _real(value: Any, low: float = 0.0, high: float = float(MAX_UINT64)) -> float | None:
+    """A finite number within range; else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return read_float(value, low=low, high=high)
 
 
 def _text(value: Any) -> str | None:
-    if _na(value):
-        return None
     if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return str(value)
+        value = value.decode("utf-8", "replace")
+    if not isinstance(value, str):
+        return None
+    return value[:MAX_TEXT_CHARS]
+
+
+def _items(value: Any, limit: int) -> list[Any] | None:
+    """The first ``limit`` items of a list answer (pynvml returns lists and ctypes arrays); else None."""
+    if isinstance(value, (list, tuple)):
+        return list(value[:limit])
+    return None
 
 
 class _DeviceReader:
-    """Reads one GPU through the query helper and keeps the reason for each field it could not read."""
+    """Reads one GPU through the query helper and keeps the reason for each field it could not read.
+
+    Every answer is typed and bounded before use: a value of the wrong type or out of range (a hand-edited or
+    corrupted record) is "not available" with the reason :data:`MALFORMED`, never an exception.
+    """
 
     def __init__(self, query: NvmlQuery, handle: Any) -> None:
         self.q = query
@@ -151,59 +197,73 @@ class _DeviceReader:
             self.unavailable.setdefault(field, self.q.last_reason or "not available")
         return value
 
+    def typed(self, field: str, raw: Any, value: T) -> T:
+        """``value`` (``raw`` converted); a conversion that failed on a present answer is noted as malformed."""
+        if value is None and not _na(raw):
+            self.unavailable.setdefault(field, MALFORMED)
+        return value
+
+    def whole(self, field: str, func: str, *args: Any, high: int = MAX_UINT64) -> int | None:
+        raw = self.get(field, func, *args)
+        return self.typed(field, raw, _whole(raw, high=high))
+
+    def attr(self, obj: Any, name: str) -> Any:
+        return None if _na(obj) else getattr(obj, name, None)
+
     def name(self) -> str | None:
         """``nvidia-smi --query-gpu=name`` (``<product_name>``)."""
-        return _text(self.get("name", "nvmlDeviceGetName"))
+        raw = self.get("name", "nvmlDeviceGetName")
+        return self.typed("name", raw, _text(raw))
 
     def uuid(self) -> str | None:
         """``nvidia-smi --query-gpu=uuid`` (``<uuid>``)."""
-        return _text(self.get("uuid", "nvmlDeviceGetUUID"))
+        raw = self.get("uuid", "nvmlDeviceGetUUID")
+        return self.typed("uuid", raw, _text(raw))
 
     def pci_bus_id(self) -> str | None:
         """``nvidia-smi --query-gpu=pci.bus_id`` (``<pci><pci_bus_id>``)."""
         info = self.get("pci_bus_id", "nvmlDeviceGetPciInfo")
-        return None if _na(info) else _text(getattr(info, "busId", None))
+        raw = self.attr(info, "busId")
+        return self.typed("pci_bus_id", raw, _text(raw))
 
     def utilization(self) -> tuple[float | None, float | None]:
         """``nvidia-smi --query-gpu=utilization.gpu,utilization.memory`` (``<utilization>``)."""
         rates = self.get("utilization", "nvmlDeviceGetUtilizationRates")
-        if _na(rates):
-            return None, None
-        return float(rates.gpu), float(rates.memory)
+        gpu, memory = self.attr(rates, "gpu"), self.attr(rates, "memory")
+        return (self.typed("utilization", gpu, _real(gpu, high=100.0)),
+                self.typed("utilization", memory, _real(memory, high=100.0)))
 
-    def memory(self) -> tuple[int | None, int | None]:
+    def memory(self, *, v2: bool = True) -> tuple[int | None, int | None]:
         """``nvidia-smi --query-gpu=memory.used,memory.total`` (``<fb_memory_usage>``), in bytes.
 
         The v2 query (driver R510 and later) leaves the driver's reserved memory out of "used", as nvidia-smi
-        does; older drivers answer only the v1 query, whose "used" includes it.
+        does; older drivers (and MIG device handles) answer only the v1 query, whose "used" includes it.
         """
-        info = self.q("nvmlDeviceGetMemoryInfo", self.h, NVML_MEMORY_V2)
-        if info is not NA:
-            return int(info.used), int(info.total)
-        self.q.failures.pop("nvmlDeviceGetMemoryInfo", None)
-        info = self.get("memory", "nvmlDeviceGetMemoryInfo")
-        if _na(info):
-            return None, None
-        return int(info.used), int(info.total)
+        info = self.q("nvmlDeviceGetMemoryInfo", self.h, NVML_MEMORY_V2) if v2 else NA
+        if info is NA:
+            self.q.failures.pop("nvmlDeviceGetMemoryInfo", None)
+            info = self.get("memory", "nvmlDeviceGetMemoryInfo")
+        used, total = self.attr(info, "used"), self.attr(info, "total")
+        return self.typed("memory", used, _whole(used)), self.typed("memory", total, _whole(total))
 
     def temperature(self) -> float | None:
         """``nvidia-smi --query-gpu=temperature.gpu`` (``<temperature><gpu_temp>``)."""
-        value = self.get("temperature", "nvmlDeviceGetTemperature", NVML_TEMPERATURE_GPU)
-        return None if _na(value) else float(value)
+        raw = self.get("temperature", "nvmlDeviceGetTemperature", NVML_TEMPERATURE_GPU)
+        return self.typed("temperature", raw, _real(raw, low=-100.0, high=300.0))
 
     def power(self) -> tuple[float | None, float | None]:
         """``nvidia-smi --query-gpu=power.draw,enforced.power.limit`` (``<gpu_power_readings>``), in watts."""
-        draw = self.get("power_draw", "nvmlDeviceGetPowerUsage")
-        limit = self.get("power_limit", "nvmlDeviceGetEnforcedPowerLimit")
-        return (None if _na(draw) else draw / 1000.0), (None if _na(limit) else limit / 1000.0)
+        draw = self.whole("power_draw", "nvmlDeviceGetPowerUsage", high=10**8)
+        limit = self.whole("power_limit", "nvmlDeviceGetEnforcedPowerLimit", high=10**8)
+        return (None if draw is None else draw / 1000.0), (None if limit is None else limit / 1000.0)
 
     def clocks(self) -> tuple[int | None, int | None, int | None, int | None]:
         """``nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,clocks.mem,clocks.max.mem`` (``<clocks>``)."""
         return (
-            _int(self.get("sm_clock", "nvmlDeviceGetClockInfo", NVML_CLOCK_SM)),
-            _int(self.get("max_sm_clock", "nvmlDeviceGetMaxClockInfo", NVML_CLOCK_SM)),
-            _int(self.get("mem_clock", "nvmlDeviceGetClockInfo", NVML_CLOCK_MEM)),
-            _int(self.get("max_mem_clock", "nvmlDeviceGetMaxClockInfo", NVML_CLOCK_MEM)),
+            self.whole("sm_clock", "nvmlDeviceGetClockInfo", NVML_CLOCK_SM, high=100_000),
+            self.whole("max_sm_clock", "nvmlDeviceGetMaxClockInfo", NVML_CLOCK_SM, high=100_000),
+            self.whole("mem_clock", "nvmlDeviceGetClockInfo", NVML_CLOCK_MEM, high=100_000),
+            self.whole("max_mem_clock", "nvmlDeviceGetMaxClockInfo", NVML_CLOCK_MEM, high=100_000),
         )
 
     def clock_event_reasons(self) -> int | None:
@@ -214,12 +274,27 @@ class _DeviceReader:
         value = self.q("nvmlDeviceGetCurrentClocksEventReasons", self.h)
         if value is NA:
             value = self.get("clock_event_reasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
-        return _int(value)
+        return self.typed("clock_event_reasons", value, _whole(value))
+
+    def clock_event_times(self) -> dict[str, float]:
+        """``nvidia-smi -q -d PERFORMANCE`` counters: seconds each policy held the clocks since the driver loaded.
+
+        ``nvmlDeviceGetViolationStatus`` (power, thermal, sync boost; nanoseconds).
+        """
+        out: dict[str, float] = {}
+        for policy, reason in VIOLATION_REASONS:
+            status = self.q("nvmlDeviceGetViolationStatus", self.h, policy)
+            nanoseconds = _whole(self.attr(status, "violationTime"))
+            if nanoseconds is not None:
+                out[reason] = round(nanoseconds / 1e9, 6)
+        return out
 
     def ecc_enabled(self) -> bool | None:
         """``nvidia-smi --query-gpu=ecc.mode.current`` (``<ecc_mode><current_ecc>``)."""
         mode = self.get("ecc_mode", "nvmlDeviceGetEccMode")
-        return None if _na(mode) else bool(mode[0])
+        pair = _items(mode, 2)
+        current = _whole(pair[0], high=1) if pair else None
+        return self.typed("ecc_mode", mode, None if current is None else bool(current))
 
     def ecc_counts(self) -> EccCounts:
         """``nvidia-smi --query-gpu=ecc.errors.{corrected,uncorrected}.{volatile,aggregate}.total``.
@@ -228,7 +303,7 @@ class _DeviceReader:
         """
 
         def count(error_type: int, counter: int, field: str) -> int | None:
-            return _int(self.get(field, "nvmlDeviceGetTotalEccErrors", error_type, counter))
+            return self.whole(field, "nvmlDeviceGetTotalEccErrors", error_type, counter)
 
         return EccCounts(
             volatile_corrected=count(NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC, "ecc_volatile"),
@@ -243,63 +318,138 @@ class _DeviceReader:
                           NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS)
         double = self.get("retired_pages", "nvmlDeviceGetRetiredPages", NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)
         pending = self.get("retired_pages", "nvmlDeviceGetRetiredPagesPendingStatus")
-        return (None if _na(single) else len(single)), (None if _na(double) else len(double)), _bool(pending)
+
+        def pages(raw: Any) -> int | None:
+            return self.typed("retired_pages", raw, None if (items := _items(raw, 1 << 16)) is None else len(items))
+
+        state = _whole(pending, high=1)
+        return pages(single), pages(double), self.typed("retired_pages", pending,
+                                                         None if state is None else bool(state))
 
     def remapped_rows(self) -> tuple[int | None, int | None, bool | None, bool | None]:
         """``nvidia-smi --query-remapped-rows`` / ``-q -d ROW_REMAPPER`` (``<remapped_rows>``): Ampere and later."""
         rows = self.get("remapped_rows", "nvmlDeviceGetRemappedRows")
-        if _na(rows):
+        items = _items(rows, 4)
+        values = [_whole(v) for v in items] if items is not None and len(items) == 4 else None
+        if values is None or None in values:
+            self.typed("remapped_rows", rows, None)
             return None, None, None, None
-        correctable, uncorrectable, pending, failure = rows
-        return int(correctable), int(uncorrectable), bool(pending), bool(failure)
+        correctable, uncorrectable, pending, failure = values
+        return correctable, uncorrectable, bool(pending), bool(failure)
 
     def pcie(self) -> tuple[int | None, int | None, int | None, int | None]:
         """``nvidia-smi --query-gpu=pcie.link.{gen,width}.{current,max}`` (``<pci><pci_gpu_link_info>``)."""
         return (
-            _int(self.get("pcie_gen_current", "nvmlDeviceGetCurrPcieLinkGeneration")),
-            _int(self.get("pcie_gen_max", "nvmlDeviceGetMaxPcieLinkGeneration")),
-            _int(self.get("pcie_width_current", "nvmlDeviceGetCurrPcieLinkWidth")),
-            _int(self.get("pcie_width_max", "nvmlDeviceGetMaxPcieLinkWidth")),
+            self.whole("pcie_gen_current", "nvmlDeviceGetCurrPcieLinkGeneration", high=64),
+            self.whole("pcie_gen_max", "nvmlDeviceGetMaxPcieLinkGeneration", high=64),
+            self.whole("pcie_width_current", "nvmlDeviceGetCurrPcieLinkWidth", high=64),
+            self.whole("pcie_width_max", "nvmlDeviceGetMaxPcieLinkWidth", high=64),
         )
+
+    def pcie_gen_max_device(self) -> int | None:
+        """``<pcie_gen><max_device_link_gen>``: the GPU's own highest generation."""
+        return _whole(self.q("nvmlDeviceGetGpuMaxPcieLinkGeneration", self.h), high=64)
 
     def pcie_replay_count(self) -> int | None:
         """``nvidia-smi -q`` ``<pci><replay_counter>``."""
-        return _int(self.get("pcie_replay_count", "nvmlDeviceGetPcieReplayCounter"))
+        return self.whole("pcie_replay_count", "nvmlDeviceGetPcieReplayCounter")
 
     def persistence_mode(self) -> bool | None:
         """``nvidia-smi --query-gpu=persistence_mode`` (``<persistence_mode>``)."""
-        return _bool(self.get("persistence_mode", "nvmlDeviceGetPersistenceMode"))
+        value = self.whole("persistence_mode", "nvmlDeviceGetPersistenceMode", high=1)
+        return None if value is None else bool(value)
+
+    def performance_state(self) -> int | None:
+        """``nvidia-smi --query-gpu=pstate`` (``<performance_state>``); 32 (unknown) is None."""
+        return _whole(self.q("nvmlDeviceGetPerformanceState", self.h), high=15)
+
+    def virtualization_mode(self) -> str | None:
+        """``<gpu_virtualization_mode><virtualization_mode>``."""
+        value = _whole(self.q("nvmlDeviceGetVirtualizationMode", self.h), high=64)
+        return None if value is None else VIRTUALIZATION_MODES.get(value)
+
+    def driver_model(self) -> str | None:
+        """``nvidia-smi --query-gpu=driver_model.current`` (Windows only; Linux answers Not Supported)."""
+        pair = _items(self.q("nvmlDeviceGetDriverModel", self.h), 2)
+        current = _whole(pair[0], high=64) if pair else None
+        return None if current is None else DRIVER_MODELS.get(current)
 
     def mig_enabled(self) -> bool | None:
         """``nvidia-smi --query-gpu=mig.mode.current`` (``<mig_mode><current_mig>``); None on GPUs without MIG."""
         mode = self.get("mig_mode", "nvmlDeviceGetMigMode")
-        return None if _na(mode) else bool(mode[0])
+        pair = _items(mode, 2)
+        current = _whole(pair[0], high=1) if pair else None
+        return self.typed("mig_mode", mode, None if current is None else bool(current))
+
+    def mig_devices(self) -> tuple[MigDevice, ...]:
+        """``nvidia-smi -q`` ``<mig_devices>``: each MIG device's instance ids and its own memory."""
+        count = _whole(self.q("nvmlDeviceGetMaxMigDeviceCount", self.h), high=MAX_MIG_DEVICES)
+        out = []
+        for index in range(count or 0):
+            handle = self.q("nvmlDeviceGetMigDeviceHandleByIndex", self.h, index)
+            if handle is NA:
+                continue  # an empty slot answers Not Found
+            mig = _DeviceReader(self.q, handle)
+            used, total = mig.memory(v2=False)
+            attributes = mig.q("nvmlDeviceGetAttributes", handle)
+            out.append(MigDevice(
+                index=index,
+                gpu_instance_id=_whole(mig.q("nvmlDeviceGetGpuInstanceId", handle), high=2**31),
+                compute_instance_id=_whole(mig.q("nvmlDeviceGetComputeInstanceId", handle), high=2**31),
+                memory_used_bytes=used,
+                memory_total_bytes=total,
+                multiprocessor_count=_whole(mig.attr(attributes, "multiprocessorCount"), high=100_000),
+                uuid=_text(mig.q("nvmlDeviceGetUUID", handle)),
+            ))
+        return tuple(out)
 
     def processes(self, process_name: Callable[[int], str | None]) -> tuple[GpuProcess, ...]:
-        """``nvidia-smi --query-compute-apps=pid,process_name,used_memory`` (``<processes><process_info>``)."""
-        out: dict[tuple[int, str], GpuProcess] = {}
+        """``nvidia-smi --query-compute-apps=pid,process_name,used_memory`` (``<processes><process_info>``).
+
+        A pid in both the compute and the graphics list is one ``compute+graphics`` process (a WDDM desktop
+        application); its memory is None where the driver does not report it.
+        """
+        found: dict[int, tuple[set[str], Any]] = {}
         for func, kind in (
             ("nvmlDeviceGetComputeRunningProcesses", "compute"),
             ("nvmlDeviceGetGraphicsRunningProcesses", "graphics"),
         ):
-            procs = self.get("processes", func)
-            if _na(procs):
+            raw = self.get("processes", func)
+            procs = _items(raw, MAX_PROCESSES)
+            if procs is None:
+                self.typed("processes", raw, None)
                 continue
             for proc in procs:
-                pid = int(proc.pid)
-                used = getattr(proc, "usedGpuMemory", None)
-                out.setdefault(
-                    (pid, kind),
-                    GpuProcess(pid=pid, name=process_name(pid), used_memory_bytes=_int(used), kind=kind),
-                )
-        return tuple(out.values())
+                pid = _whole(getattr(proc, "pid", None), high=2**31)
+                if pid is None:
+                    self.unavailable.setdefault("processes", MALFORMED)
+                    continue
+                kinds, first = found.setdefault(pid, (set(), proc))
+                kinds.add(kind)
+        out = []
+        for pid, (kinds, proc) in list(found.items())[:MAX_PROCESSES]:
+            kind = "compute+graphics" if len(kinds) == 2 else kinds.pop()
+            out.append(GpuProcess(
+                pid=pid,
+                name=process_name(pid),
+                used_memory_bytes=_whole(getattr(proc, "usedGpuMemory", None), high=MAX_UINT64 - 1),
+                kind=kind,
+                gpu_instance_id=_instance(getattr(proc, "gpuInstanceId", None)),
+                compute_instance_id=_instance(getattr(proc, "computeInstanceId", None)),
+            ))
+        return tuple(out)
+
+
+def _instance(value: Any) -> int | None:
+    number = _whole(value, high=2**32)
+    return None if number is None or number == NO_MIG_INSTANCE else number
 
 
 def _cuda_version(value: Any) -> str | None:
     """``12040`` -> ``12.4`` (nvmlSystemGetCudaDriverVersion encodes major*1000 + minor*10)."""
-    if _na(value):
+    number = _whole(value, high=10**7)
+    if number is None:
         return None
-    number = int(value)
     return f"{number // 1000}.{(number % 1000) // 10}"
 
 
@@ -316,6 +466,7 @@ def read_device(query: NvmlQuery, index: int, process_name: Callable[[int], str 
     retired_sbe, retired_dbe, retired_pending = reader.retired_pages()
     remap_corr, remap_unc, remap_pending, remap_failure = reader.remapped_rows()
     gen, gen_max, width, width_max = reader.pcie()
+    mig_enabled = reader.mig_enabled()
     return GpuDevice(
         index=index,
         name=reader.name(),
@@ -348,9 +499,15 @@ def read_device(query: NvmlQuery, index: int, process_name: Callable[[int], str 
         pcie_width_max=width_max,
         pcie_replay_count=reader.pcie_replay_count(),
         persistence_mode=reader.persistence_mode(),
-        mig_enabled=reader.mig_enabled(),
+        mig_enabled=mig_enabled,
         processes=reader.processes(process_name),
-        unavailable=dict(reader.unavailable),
+        unavailable=reader.unavailable,
+        performance_state=reader.performance_state(),
+        pcie_gen_max_device=reader.pcie_gen_max_device(),
+        clock_event_time_s=reader.clock_event_times(),
+        virtualization_mode=reader.virtualization_mode(),
+        driver_model=reader.driver_model(),
+        mig_devices=reader.mig_devices() if mig_enabled else (),
     )
 
 
@@ -393,48 +550,67 @@ class NvmlBackend(GpuBackend):
         self._initialised = True
         return None
 
+    def _count(self, query: NvmlQuery) -> tuple[int | None, str | None]:
+        """(GPUs to read, or None, and why not)."""
+        raw = query("nvmlDeviceGetCount")
+        if raw is NA:
+            return None, f"nvmlDeviceGetCount failed: {query.last_reason}"
+        count = _whole(raw)
+        if count is None:
+            return None, f"nvmlDeviceGetCount answered {str(raw)[:40]!r}, not a count"
+        return min(count, MAX_GPUS), None
+
     def probe(self) -> GpuProbe:
         """Every GPU (``nvidia-smi -q``)."""
         reason = self.init()
         if reason is not None:
             return GpuProbe(unavailable_snapshot("nvml", reason), (Note("gpu.nvml", reason),))
         query = NvmlQuery(self.lib)
-        count = query("nvmlDeviceGetCount")
-        if count is NA:
-            reason = f"nvmlDeviceGetCount failed: {query.last_reason}"
+        count, reason = self._count(query)
+        if count is None:
+            reason = reason or "no GPU count"
             return GpuProbe(unavailable_snapshot("nvml", reason), (Note("gpu.nvml", reason),))
-        devices = tuple(read_device(query, i, self.process_name) for i in range(int(count)))
+        devices = tuple(read_device(query, i, self.process_name) for i in range(count))
         driver = _text(query("nvmlSystemGetDriverVersion"))
         cuda = _cuda_version(query("nvmlSystemGetCudaDriverVersion"))
+        attached = _whole(query("nvmlDeviceGetCount"))
         notes = [
             Note("gpu.nvml", f"GPU {d.index}: no handle ({d.unavailable['device']})")
             for d in devices
             if "device" in d.unavailable
         ]
         notes += [
+            Note("gpu.nvml", f"GPU {d.index}: {MALFORMED}: " + ", ".join(sorted(f for f, r in d.unavailable.items()
+                                                                            if r == MALFORMED)))
+            for d in devices
+            if MALFORMED in d.unavailable.values()
+        ]
+        if attached is not None and attached > count:
+            notes.append(Note("gpu.nvml", f"{attached} GPUs counted; read the first {count}"))
+        notes += [
             Note("gpu.nvml", f"{func}: {reason}")
             for func, reason in sorted(query.failures.items())
-            if func != "nvmlDeviceGetHandleByIndex" and (func not in _EXPECTED_GAPS or reason != "Not Supported")
+            if func != "nvmlDeviceGetHandleByIndex" and func not in _OPTIONAL
+            and (func not in _EXPECTED_GAPS or reason != "Not Supported")
         ]
         snapshot = GpuSnapshot(
             backend="nvml", source=self.source, driver_version=driver, cuda_version=cuda, devices=devices,
-            available=True,
+            available=True, attached_gpus=attached,
         )
         return GpuProbe(snapshot, tuple(notes))
 
     def sample(self) -> tuple[GpuDevice, ...]:
-        """Only the fast-changing fields (``nvidia-smi dmon``).
+        """Only the fast-changing fields and the counters (``nvidia-smi dmon``).
 
-        Utilisation, memory, temperature, power, SM clock and clock event reasons.
+        Utilisation, memory, temperature, power, SM clock, P-state and clock event reasons; the PCIe replay
+        counter and the clock event time counters, whose growth over a watch is its window.
         """
         if self.init() is not None:
             return ()
         query = NvmlQuery(self.lib)
-        count = query("nvmlDeviceGetCount")
-        if count is NA:
-            return ()
+        count, _ = self._count(query)
         devices = []
-        for index in range(int(count)):
+        for index in range(count or 0):
             handle = query("nvmlDeviceGetHandleByIndex", index)
             if handle is NA:
                 devices.append(GpuDevice.blank(index, {"device": query.last_reason or "not available"}))
@@ -454,8 +630,13 @@ class NvmlBackend(GpuBackend):
                     temperature_c=reader.temperature(),
                     power_draw_w=power_draw,
                     power_limit_w=power_limit,
-                    sm_clock_mhz=_int(reader.get("sm_clock", "nvmlDeviceGetClockInfo", NVML_CLOCK_SM)),
+                    sm_clock_mhz=reader.whole("sm_clock", "nvmlDeviceGetClockInfo", NVML_CLOCK_SM, high=100_000),
+                    max_sm_clock_mhz=reader.whole("max_sm_clock", "nvmlDeviceGetMaxClockInfo", NVML_CLOCK_SM,
+                                                  high=100_000),
                     clock_event_reasons=reader.clock_event_reasons(),
+                    performance_state=reader.performance_state(),
+                    pcie_replay_count=reader.pcie_replay_count(),
+                    clock_event_time_s=reader.clock_event_times(),
                 )
             )
         return tuple(devices)
@@ -466,6 +647,20 @@ class NvmlBackend(GpuBackend):
             NvmlQuery(self.lib)("nvmlShutdown")
             self._initialised = False
 
+
+# Functions that add detail where the driver has them; missing or "Not Supported" is never worth a note.
+_OPTIONAL = frozenset({
+    "nvmlDeviceGetPerformanceState",
+    "nvmlDeviceGetGpuMaxPcieLinkGeneration",
+    "nvmlDeviceGetVirtualizationMode",
+    "nvmlDeviceGetDriverModel",
+    "nvmlDeviceGetViolationStatus",
+    "nvmlDeviceGetMaxMigDeviceCount",
+    "nvmlDeviceGetMigDeviceHandleByIndex",
+    "nvmlDeviceGetGpuInstanceId",
+    "nvmlDeviceGetComputeInstanceId",
+    "nvmlDeviceGetAttributes",
+})
 
 # Functions that are "Not Supported" by design on whole GPU generations; not worth a note each run.
 _EXPECTED_GAPS = frozenset({
@@ -500,30 +695,42 @@ def _raise_recorded(name: str) -> None:
     module = load_pynvml()
     if module is None:
         raise _NoNvmlError(name)
-    code = getattr(module, name, None)
+    code = getattr(module, name, None) if name.startswith("NVML_ERROR_") else None
     if not isinstance(code, int):
         code = module.NVML_ERROR_UNKNOWN
     raise module.NVMLError(code)
 
 
-def _decode(value: Any) -> Any:
-    """A recorded JSON value in the shape pynvml returns (structs become attribute objects)."""
+MAX_RECORD_BYTES = 16 * 1024 * 1024
+"""Largest NVML record read (a real 8-GPU record is about 20 KB)."""
+MAX_RECORD_DEPTH = 8
+"""Nesting of a recorded answer (structs hold structs at most two deep)."""
+
+
+def _decode(value: Any, depth: int = 0) -> Any:
+    """A recorded JSON value in the shape pynvml returns (structs become attribute objects).
+
+    A recorded error raises it; an answer nested deeper than :data:`MAX_RECORD_DEPTH` is a broken record and
+    answers "Unknown Error" (the query helper makes it "not available").
+    """
+    if depth > MAX_RECORD_DEPTH:
+        _raise_recorded("NVML_ERROR_UNKNOWN")
     if isinstance(value, Mapping):
         if set(value) == {"nvml_error"}:
-            _raise_recorded(str(value["nvml_error"]))
-        return SimpleNamespace(**{k: _decode(v) for k, v in value.items()})
+            _raise_recorded(str(value["nvml_error"])[:64])
+        return SimpleNamespace(**{str(k): _decode(v, depth + 1) for k, v in value.items()})
     if isinstance(value, list):
-        return [_decode(v) for v in value]
+        return [_decode(v, depth + 1) for v in value]
     return value
 
 
 def _encode(value: Any) -> Any:
-    """A pynvml return value as JSON (ctypes structs and pynvml's friendly objects become objects)."""
+    """A pynvml return value as JSON (ctypes structs and arrays, pynvml's friendly objects become JSON)."""
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple)) or hasattr(value, "_length_"):
         return [_encode(v) for v in value]
     fields = getattr(value, "_fields_", None)
     if fields is not None:
@@ -539,8 +746,18 @@ class RecordFormatError(ValueError):
     """A recorded-NVML document is not in the expected shape."""
 
 
+MIG_KEY = "mig_devices"
+"""Key of a recorded device's MIG devices: ``{"<index>": {calls on that MIG device's handle}}``."""
+MIG_MARK = "mig_device"
+"""A recorded ``nvmlDeviceGetMigDeviceHandleByIndex`` answer: ``{"mig_device": <index>}``."""
+
+
 class ReplayNvml:
-    """Answers ``pynvml`` calls from a record, raising the recorded NVMLErrors; handles are device indexes."""
+    """Answers ``pynvml`` calls from a record, raising the recorded NVMLErrors.
+
+    Handles are device indexes, and ``(device index, MIG index)`` pairs for MIG devices. A record is untrusted
+    input: its shape is checked on load, and each answer is typed by the reader that uses it.
+    """
 
     def __init__(self, record: Mapping[str, Any]) -> None:
         if not isinstance(record, Mapping) or record.get("format") != RECORD_FORMAT:
@@ -552,14 +769,21 @@ class ReplayNvml:
         if not all(isinstance(d, Mapping) for d in devices):
             raise RecordFormatError("each entry of 'devices' must be an object of recorded calls")
         self.system: Mapping[str, Any] = system
-        self.devices: list[Mapping[str, Any]] = list(devices)
-        names = record.get("process_names") or {}
-        self.process_names: dict[int, str] = {int(k): str(v) for k, v in dict(names).items()}
+        self.devices: list[Mapping[str, Any]] = list(devices[:MAX_GPUS])
+        names = record.get("process_names")
+        self.process_names: dict[int, str] = {}
+        if isinstance(names, Mapping):
+            for key, name in list(names.items())[:100_000]:
+                pid = read_int(key, low=0, high=2**31)
+                if pid is not None and isinstance(name, str):
+                    self.process_names[pid] = name[:MAX_TEXT_CHARS]
 
     @classmethod
     def from_file(cls, path: str | Path) -> ReplayNvml:
-        """Load a record; raises OSError, ValueError (bad JSON) or :class:`RecordFormatError`."""
-        return cls(json.loads(Path(path).read_text(encoding="utf-8")))
+        """Load a record; raises OSError, ValueError (bad or over-large JSON) or :class:`RecordFormatError`."""
+        with Path(path).open("rb") as handle:
+            data = handle.read(MAX_RECORD_BYTES + 1)
+        return cls(load_json(data.decode("utf-8", "replace"), max_chars=MAX_RECORD_BYTES))
 
     def process_name(self, pid: int) -> str | None:
         """The recorded name of a GPU process."""
@@ -573,10 +797,10 @@ class ReplayNvml:
     def nvmlShutdown(self) -> None:  # noqa: N802 - pynvml's name
         """Nothing to release."""
 
-    def nvmlDeviceGetCount(self) -> int:  # noqa: N802 - pynvml's name
-        """Number of recorded devices (or the recorded error)."""
+    def nvmlDeviceGetCount(self) -> Any:  # noqa: N802 - pynvml's name
+        """Number of recorded devices (or the recorded answer, typed by the caller)."""
         if "nvmlDeviceGetCount" in self.system:
-            return int(_decode(self.system["nvmlDeviceGetCount"]))
+            return _decode(self.system["nvmlDeviceGetCount"])
         return len(self.devices)
 
     def nvmlDeviceGetHandleByIndex(self, index: int) -> int:  # noqa: N802 - pynvml's name
@@ -588,13 +812,33 @@ class ReplayNvml:
             _decode(recorded)
         return index
 
+    def _calls(self, handle: Any) -> Mapping[str, Any]:
+        """The recorded calls of a device or MIG device handle."""
+        if isinstance(handle, tuple):
+            parent, mig = handle
+            migs = self.devices[parent].get(MIG_KEY)
+            calls = migs.get(str(mig)) if isinstance(migs, Mapping) else None
+            return typing.cast(Mapping[str, Any], calls) if isinstance(calls, Mapping) else {}
+        return self.devices[int(handle)]
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: Any, index: int) -> tuple[int, int]:  # noqa: N802
+        """A MIG device handle, where the record has one at ``index`` (else Not Found)."""
+        if isinstance(handle, tuple):
+            _raise_recorded("NVML_ERROR_INVALID_ARGUMENT")
+        key = call_key("nvmlDeviceGetMigDeviceHandleByIndex", (index,))
+        recorded = self.devices[handle].get(key)
+        if recorded is None:
+            _raise_recorded("NVML_ERROR_NOT_FOUND")
+        _decode(recorded)
+        return (handle, index)
+
     def __getattr__(self, func: str) -> Callable[..., Any]:
         if not func.startswith("nvml"):
             raise AttributeError(func)
         if func.startswith("nvmlDevice"):
 
-            def device_call(handle: int, *args: Any) -> Any:
-                calls = self.devices[handle]
+            def device_call(handle: Any, *args: Any) -> Any:
+                calls = self._calls(handle)
                 key = call_key(func, args)
                 if key not in calls:
                     _raise_recorded("NVML_ERROR_FUNCTION_NOT_FOUND")
@@ -618,28 +862,34 @@ class RecordingNvml:
         self.lib = lib
         self.system: dict[str, Any] = {}
         self.devices: list[dict[str, Any]] = []
-        self._handles: list[tuple[Any, int]] = []
+        self._handles: list[tuple[Any, int, int | None]] = []
         self._error_class = _nvml_error_class()
 
-    def _device_index(self, handle: Any) -> int | None:
-        for known, index in self._handles:
-            if known is handle:
-                return index
+    def _owner(self, handle: Any) -> tuple[int, int | None] | None:
+        """(device index, MIG index or None) of a handle this wrapper handed out."""
+        for known, index, mig in self._handles:
+            if known is handle or (known == handle and isinstance(handle, (int, tuple))):
+                return index, mig
         return None
+
+    def _target(self, index: int, mig: int | None) -> dict[str, Any]:
+        while len(self.devices) <= index:
+            self.devices.append({})
+        device = self.devices[index]
+        if mig is None:
+            return device
+        migs: dict[str, dict[str, Any]] = device.setdefault(MIG_KEY, {})
+        return migs.setdefault(str(mig), {})
 
     def __getattr__(self, func: str) -> Callable[..., Any]:
         real = getattr(self.lib, func)
 
         def call(*args: Any) -> Any:
-            index = self._device_index(args[0]) if args and func.startswith("nvmlDevice") else None
-            key_args = args[1:] if index is not None else args
+            owner = self._owner(args[0]) if args and func.startswith("nvmlDevice") else None
+            key_args = args[1:] if owner is not None else args
             if func == "nvmlDeviceGetHandleByIndex":
-                index, key_args = int(args[0]), ()
-            target = self.system
-            if index is not None:
-                while len(self.devices) <= index:
-                    self.devices.append({})
-                target = self.devices[index]
+                owner, key_args = (int(args[0]), None), ()
+            target = self.system if owner is None else self._target(*owner)
             key = call_key(func, key_args)
             try:
                 value = real(*args)
@@ -647,7 +897,10 @@ class RecordingNvml:
                 target[key] = {"nvml_error": _error_name(int(getattr(exc, "value", -1)))}
                 raise
             if func == "nvmlDeviceGetHandleByIndex":
-                self._handles.append((value, int(args[0])))
+                self._handles.append((value, int(args[0]), None))
+            elif func == "nvmlDeviceGetMigDeviceHandleByIndex" and owner is not None:
+                self._handles.append((value, owner[0], int(args[1])))
+                target[key] = {MIG_MARK: int(args[1])}
             else:
                 target[key] = _encode(value)
             return value

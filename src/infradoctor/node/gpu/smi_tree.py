@@ -5,9 +5,10 @@ element names), so one reader (:mod:`.smi_xml`) turns either into evidence:
 
 - **XML** goes through expat with no DTD and no entities: a document that declares an internal DTD subset or an
   entity is refused before its body is parsed (nvidia-smi only names an external DTD, which is never fetched).
-  The body is parsed incrementally with caps on size (:data:`MAX_DOCUMENT_BYTES`), elements
-  (:data:`MAX_ELEMENTS`), depth (:data:`MAX_DEPTH`) and GPUs (:data:`MAX_GPUS`); beyond a cap, or when the
-  document is cut short or malformed part-way, the GPUs read completely so far are kept and the problem is said.
+  The body is parsed in chunks by expat and the C tree builder with caps on size (:data:`MAX_DOCUMENT_BYTES`),
+  elements (:data:`MAX_ELEMENTS`, counted before parsing) and GPUs (:data:`MAX_GPUS`); beyond a cap, or when
+  the document is cut short or malformed part-way, the GPUs read completely so far are kept and the problem is
+  said.
 - **Text** (``nvidia-smi -q``, recognised by its ``==============NVSMI LOG==============`` banner) is read by
   indentation; each ``Label : value`` line becomes an element named as the XML names it (``Replays Since Reset``
   -> ``replay_counter``, ``GPU Current Temp`` -> ``gpu_temp`` ...), and the few sections laid out differently
@@ -19,7 +20,6 @@ Every text value is cut to :data:`MAX_TEXT_CHARS`; time and memory are linear in
 from __future__ import annotations
 
 import re
-import typing
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -27,10 +27,11 @@ from xml.parsers import expat
 
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 """Input read at most (a real 16-GPU document is about 0.5 MB); the rest is ignored, with a note."""
-MAX_ELEMENTS = 200_000
-"""Elements (XML) or lines (text) read at most: about 400 GPUs' worth."""
+MAX_ELEMENTS = 128_000
+"""Tags (XML: start, end or empty-element, so 64,000 elements or more) or lines (text) read at most: a GPU takes
+about 500 elements, so 64 GPUs with their processes fit."""
 MAX_DEPTH = 32
-"""Nesting read at most (nvidia-smi nests 6 deep)."""
+"""Nesting of text read at most (nvidia-smi nests 6 deep)."""
 MAX_GPUS = 64
 """GPUs kept per document; more are counted and dropped."""
 MAX_TEXT_CHARS = 512
@@ -92,24 +93,21 @@ class _PrologEnd(Exception):
     """The root element started: the prolog is over."""
 
 
-class _Cap(Exception):
-    """A cap was reached; the message says which."""
-
-
 def _chunks(data: bytes | str) -> Iterator[bytes | str]:
     for start in range(0, len(data), _CHUNK):
         yield data[start:start + _CHUNK]
 
 
-def prolog_refusal(data: bytes | str) -> str | None:
-    """Why the document must not be parsed (a DTD internal subset or an entity declaration), or None.
+def read_prolog(data: bytes | str) -> tuple[str | None, str | None]:
+    """(why the document must not be parsed, or None; the root element's name, or None when there is none).
 
-    Entities can only be declared in the DTD, and the internal subset is the only DTD expat reads here: refusing
-    it before the root element leaves the body nothing to expand (no billion laughs, no 2 MB entity referenced
-    90 times, no external entity).
+    Refused: a DTD internal subset or an entity declaration. Entities can only be declared in the DTD, and the
+    internal subset is the only DTD expat reads here: refusing it before the root element leaves the body nothing
+    to expand (no billion laughs, no 2 MB entity referenced 90 times, no external entity).
     """
     parser = expat.ParserCreate()
     parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
+    root: list[str] = []
 
     def doctype(name: str, system_id: str | None, public_id: str | None, has_internal_subset: int) -> None:
         if has_internal_subset:
@@ -118,77 +116,97 @@ def prolog_refusal(data: bytes | str) -> str | None:
     def entity(*_: object) -> None:
         raise _Refused("an ENTITY")
 
-    def root(*_: object) -> None:
+    def start(name: str, attributes: object) -> None:
+        root.append(name[:60])
         raise _PrologEnd
 
     parser.StartDoctypeDeclHandler = doctype
     parser.EntityDeclHandler = entity
     parser.UnparsedEntityDeclHandler = entity
-    parser.StartElementHandler = root
+    parser.StartElementHandler = start
     try:
         for chunk in _chunks(data):
             parser.Parse(chunk, False)
         parser.Parse(b"", True)
     except _PrologEnd:
-        return None
+        pass
     except _Refused as refused:
-        return f"refused: the document declares {refused}, which nvidia-smi never writes"
+        return f"refused: the document declares {refused}, which nvidia-smi never writes", None
     except expat.ExpatError:
-        return None  # malformed: the body parse says where
-    return None
+        pass  # malformed: the body parse says where
+    return None, root[0] if root else None
+
+
+def _cap_elements(data: bytes | str) -> tuple[bytes | str, bool]:
+    """``data`` cut before its tag beyond :data:`MAX_ELEMENTS` (counting ``<``, one per tag), and whether cut."""
+    marker = b"<" if isinstance(data, bytes) else "<"
+    budget = MAX_ELEMENTS + 1
+    for start in range(0, len(data), _CHUNK):
+        chunk = data[start:start + _CHUNK]
+        count = chunk.count(marker)  # type: ignore[arg-type]
+        if count < budget:
+            budget -= count
+            continue
+        at = -1
+        for _ in range(budget):
+            at = chunk.find(marker, at + 1)  # type: ignore[arg-type]
+        return data[:start + at], True
+    return data, False
+
+
+def _offset(data: bytes | str, line: int, column: int) -> int:
+    """The offset of expat's (1-based line, 0-based column) in ``data``."""
+    newline = b"\n" if isinstance(data, bytes) else "\n"
+    at = 0
+    for _ in range(max(0, line - 1)):
+        found = data.find(newline, at)  # type: ignore[arg-type]
+        if found < 0:
+            break
+        at = found + 1
+    return min(len(data), at + column)
 
 
 def read_xml_tree(data: bytes | str) -> SmiTree:
-    """The ``<nvidia_smi_log>`` tree of an XML document, within the caps; complete GPUs survive a bad ending."""
-    refusal = prolog_refusal(data)
+    """The ``<nvidia_smi_log>`` tree of an XML document, within the caps; complete GPUs survive a bad ending.
+
+    The body is parsed by expat and the C tree builder in chunks, nothing per element in Python, so time is
+    linear in the input and memory is bounded by :data:`MAX_ELEMENTS`.
+    """
+    refusal, root_tag = read_prolog(data)
     if refusal is not None:
         return SmiTree(None, "xml", [refusal])
-    parser: ET.XMLPullParser[ET.Element] = ET.XMLPullParser(events=("start", "end"))
-    root: ET.Element | None = None
-    complete: list[ET.Element] = []
-    depth = elements = dropped = 0
+    if root_tag is not None and root_tag != "nvidia_smi_log":
+        return SmiTree(None, "xml", [f"not nvidia-smi -q -x output: root element <{root_tag}>"])
     problems: list[str] = []
+    data, cut = _cap_elements(data)
+    if cut:
+        problems.append(f"more than {MAX_ELEMENTS} tags; read the first {MAX_ELEMENTS}")
+    builder = ET.TreeBuilder()
+    parser = ET.XMLParser(target=builder)
+    parsed = len(data)
     try:
         for chunk in _chunks(data):
             parser.feed(chunk)
-            for pair in parser.read_events():
-                # only "start"/"end" were asked for: each is an (event, element) pair
-                event, element = typing.cast(tuple[str, ET.Element], pair)
-                if event == "start":
-                    depth += 1
-                    elements += 1
-                    if root is None:
-                        root = element
-                        if element.tag != "nvidia_smi_log":
-                            tag = element.tag[:60]
-                            return SmiTree(None, "xml", [f"not nvidia-smi -q -x output: root element <{tag}>"])
-                    if elements > MAX_ELEMENTS:
-                        raise _Cap(f"more than {MAX_ELEMENTS} elements; read the first {MAX_ELEMENTS}")
-                    if depth > MAX_DEPTH:
-                        raise _Cap(f"elements nested more than {MAX_DEPTH} deep")
-                    continue
-                if depth == 2 and element.tag == "gpu" and root is not None:
-                    if len(complete) < MAX_GPUS:
-                        complete.append(element)
-                    else:
-                        root.remove(element)
-                        dropped += 1
-                depth -= 1
         parser.close()
     except ET.ParseError as exc:
-        problems.append(f"malformed XML: {exc}")
-    except _Cap as cap:
-        problems.append(str(cap))
+        line, column = getattr(exc, "position", (0, 0))
+        parsed = _offset(data, line, column)
+        if not cut:  # a cut document ends inside an element: that error is the cut, already said
+            problems.append(f"malformed XML: {exc}")
+    root = builder.close()
     if root is None:
         return SmiTree(None, "xml", problems or ["no XML element found"])
+    gpus = root.findall("gpu")
+    keep = len(gpus)
     if problems:
-        kept = {id(e) for e in complete}
-        for child in list(root):
-            if child.tag == "gpu" and id(child) not in kept:
-                root.remove(child)
-        problems[-1] += f"; kept the {len(complete)} GPUs read completely before it"
-    if dropped:
-        problems.append(f"{len(complete) + dropped} <gpu> elements; kept the first {MAX_GPUS}")
+        keep = data[:parsed].count(b"</gpu>" if isinstance(data, bytes) else "</gpu>")  # type: ignore[arg-type]
+        problems[-1] += f"; kept the {min(keep, len(gpus))} GPUs read completely before it"
+    if min(keep, len(gpus)) > MAX_GPUS:
+        problems.append(f"{min(keep, len(gpus))} <gpu> elements; kept the first {MAX_GPUS}")
+    keep = min(keep, MAX_GPUS)
+    if keep < len(gpus):
+        dropped = {id(g) for g in gpus[keep:]}
+        root[:] = [child for child in root if id(child) not in dropped]  # one pass: remove() is linear each
     _cut_texts(root)
     return SmiTree(root, "xml", problems)
 
