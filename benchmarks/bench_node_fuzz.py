@@ -3,7 +3,8 @@
 Goals (issue 17): 0 crashes, 0 hangs, time linear in the input (<= 50 ms per 100 KB of report), peak memory <=
 3x the input + 100 MB. Each case is a real input (the GPU corpus, the recorded NVML fixtures) mutated by
 tests/support/gpu_fuzz.py with a seeded generator, then evaluated end to end: parse, every node rule, the result's
-JSON. Printed per parser: cases, crashes (by exception, with the seed that reproduces the first), the slowest case,
+JSON. Printed per parser: cases, crashes (by exception, and hangs past ``--case-timeout``, with the seed that
+reproduces the first), the slowest case,
 the worst and 99th-percentile time per 100 KB (inputs under 100 KB count as 100 KB) of the parse alone and with the
 rules and the result's JSON, and the peak traced memory over the input on every 100th case (tracing slows a case
 tenfold, so those cases are not timed). The peer is the baseline's crash count when ``--pythonpath`` points at an older checkout.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import signal
 import sys
 import time
 import tracemalloc
@@ -56,11 +58,19 @@ def evaluate(kind: str, data: Any) -> float:
     return parsed
 
 
+class CaseTimeout(Exception):
+    """A case ran past ``--case-timeout``: a hang."""
+
+
+def _alarm(signum: int, frame: object) -> None:
+    raise CaseTimeout
+
+
 def size_of(data: Any) -> int:
     return len(data) if isinstance(data, bytes) else len(repr(data))
 
 
-def run(kind: str, cases: int, seed: int) -> dict[str, Any]:
+def run(kind: str, cases: int, seed: int, case_timeout: float) -> dict[str, Any]:
     from tests.support import gpu_fuzz
 
     inputs: list[Any] = gpu_fuzz.nvml_records() if kind == "nvml" else gpu_fuzz.corpus_documents(kind)
@@ -82,11 +92,17 @@ def run(kind: str, cases: int, seed: int) -> dict[str, Any]:
             tracemalloc.start()
         start = time.perf_counter()
         parse_s = 0.0
+        signal.setitimer(signal.ITIMER_REAL, case_timeout)
         try:
             parse_s = evaluate(kind, data)
+        except CaseTimeout:
+            crashes["hang"] += 1
+            first_crash.setdefault(f"hang: more than {case_timeout:g} s", case_seed)
         except Exception as exc:  # noqa: BLE001 - counting crashes is the point
             crashes[type(exc).__name__] += 1
             first_crash.setdefault(f"{type(exc).__name__}: {str(exc)[:80]}", case_seed)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
         seconds = time.perf_counter() - start
         if traced:  # memory only: tracing slows the case tenfold, so its time is not counted
             peak = tracemalloc.get_traced_memory()[1]
@@ -116,12 +132,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--only", choices=("xml", "text", "nvml"), action="append")
     parser.add_argument("--pythonpath", default=str(ROOT / "src"), help="the infradoctor to fuzz (default: this one)")
+    parser.add_argument("--case-timeout", type=float, default=10.0, help="seconds after which a case is a hang")
     args = parser.parse_args(argv)
     sys.path[:0] = [args.pythonpath, str(ROOT)]
+    signal.signal(signal.SIGALRM, _alarm)
     failed = False
     for kind in args.only or ("xml", "text", "nvml"):
         started = time.perf_counter()
-        report = run(kind, args.cases, args.seed)
+        report = run(kind, args.cases, args.seed, args.case_timeout)
         print(f"{kind:5} cases {report['cases']}  crashes {report['crashes']} {report['by_type'] or ''}  "
               f"slowest {report['slowest_s'] * 1000:.0f} ms ({report['slowest_bytes']} bytes, seed "
               f"{report['slowest_seed']})  ms/100KB (parse: p99 {report['parse_p99_ms_per_100kb']:.1f}, max "

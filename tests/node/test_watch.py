@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -19,6 +20,8 @@ from infradoctor.node.watch import (
     NodeSampler,
     WatchSample,
     distributions,
+    gpu_values,
+    gpu_windows,
     read_record,
     summarize,
     watch,
@@ -159,3 +162,59 @@ def test_live_view_shows_host_history_and_one_row_per_gpu() -> None:
     assert "sample 15" in text and text.count("\n") < 40
     rows = [line for line in text.splitlines() if line.strip().startswith(("0 ", "1 "))]
     assert any("yes" in r for r in rows)  # GPU 0 throttled
+
+
+class GrowingNvml(ReplayNvml):
+    """A recorded node whose GPU 1 replays PCIe packets and is held by the power cap while it works."""
+
+    def __init__(self, record: dict) -> None:
+        super().__init__(record)
+        self.reads: dict[int, int] = {}
+
+    def nvmlDeviceGetPcieReplayCounter(self, handle: int) -> int:  # noqa: N802 - pynvml's name
+        self.reads[handle] = self.reads.get(handle, 0) + 1  # read once per sample and GPU
+        return 7 + (self.reads[handle] * 20 if handle == 1 else 0)
+
+    def nvmlDeviceGetViolationStatus(self, handle: int, policy: int) -> SimpleNamespace:  # noqa: N802
+        held = self.reads.get(handle, 0) * 0.6e9 if handle == 1 and policy == 0 else 0.0  # 0.6 s per 1 s sample
+        return SimpleNamespace(referenceTime=0, violationTime=int(held))
+
+
+def test_watch_turns_counter_growth_into_each_gpus_window(result_validator) -> None:
+    from infradoctor.node import NodeRequest, run
+
+    record = json.loads((FIXTURES / "healthy_8x_h100.nvml.json").read_text())
+    fake = FakeClock()
+    lib = GrowingNvml(record)
+    result = run(NodeRequest(host=False, watch=True, interval_s=1.0, duration_s=60.0, gpu_backend="nvml"),
+                 backend=NvmlBackend(lib, process_name=lib.process_name), sleep=fake.sleep, clock=fake.clock)
+    result_validator(result)
+    windows = {d["index"]: d["window"] for d in result.metrics["gpu"]["devices"]}
+    assert windows[0]["pcie_replays"] == 0 and windows[0]["seconds"] == 60.0 and windows[0]["samples"] == 61
+    assert windows[1]["pcie_replays"] == 60 * 20
+    assert windows[1]["clock_event_share"]["sw_power_cap"] == pytest.approx(0.6, abs=0.05)
+    found = {(f.code, f.evidence["gpu"]) for f in result.findings}
+    assert ("N010", 1) in found and ("N003", 1) in found and not any(gpu == 0 for _, gpu in found)
+    n010 = next(f for f in result.findings if f.code == "N010")
+    assert n010.severity.value == "medium" and n010.evidence["replays_per_min"] >= 8
+
+
+def test_windows_need_two_samples_and_ignore_counter_resets() -> None:
+    from .builders import gpu
+
+    first = WatchSample(0, 0.0, gpu_values(gpu(0, pcie_replay_count=50, clock_event_time_s={"sw_power_cap": 10.0})))
+    reset = WatchSample(1, 30.0, gpu_values(gpu(0, pcie_replay_count=3, clock_event_time_s={"sw_power_cap": 40.0})))
+    assert gpu_windows([first]) == {}
+    window = gpu_windows([first, reset])[0]
+    assert window.pcie_replays is None  # the counter went back: a driver reload, not a rate
+    assert window.clock_event_share == {"sw_power_cap": 1.0} and window.seconds == 30.0
+    summary = summarize([first, reset], interval_s=30.0, interrupted=False)
+    assert not any("_counter_" in name for name in summary.metrics)  # counters are judged by growth only
+
+
+def test_record_lines_from_elsewhere_are_bounded() -> None:
+    lines = ['{"index": 0, "t_s": 1, "values": {"a": "12", "b": 1e999, "c": ' + "9" * 400 + "}}",
+             '{"index": -1, "t_s": 1, "values": {}}', '{"index": 0, "t_s": "x", "values": {}}',
+             '{"index": 0, "t_s": 1, "values": []}', "[" * 5000, '{"index": 1, "t_s": 2, "values": {"a": 3}}']
+    samples = read_record(lines)
+    assert [(s.index, s.values) for s in samples] == [(0, {"a": None, "b": None, "c": None}), (1, {"a": 3.0})]

@@ -17,7 +17,7 @@ from typing import TextIO
 
 from infradoctor.errors import TargetError, UsageError
 from infradoctor.node.evidence import NodeEvidence
-from infradoctor.node.gpu import GpuProbe
+from infradoctor.node.gpu import GpuBackend, GpuProbe
 from infradoctor.node.gpu.none import NoGpuBackend
 from infradoctor.node.gpu.nvml import record_live_nvml
 from infradoctor.node.snapshot import NodeRequest, build_result, collect_evidence, open_backend
@@ -86,35 +86,41 @@ def run(
     request: NodeRequest,
     *,
     on_sample: SampleCallback | None = None,
+    backend: GpuBackend | None = None,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> Result:
-    """Probe (or read the recorded evidence), watch if asked, run the rules; the result of ``infradoctor node``."""
+    """Probe (or read the recorded evidence), watch if asked, run the rules; the result of ``infradoctor node``.
+
+    ``backend`` replaces the GPU backend the request names (a test's, or a caller's own); ``sleep`` and ``clock``
+    drive the watch.
+    """
     check_request(request)
     started_at = utc_now_iso()
     start = time.perf_counter()
-    probe = _recorded_probe(request)
+    probe = _recorded_probe(request) if backend is None else None
     if request.save_nvml_record is not None:
         try:
             record_live_nvml(request.save_nvml_record)
         except OSError as exc:
             raise UsageError(f"cannot write --save-nvml-record {request.save_nvml_record}: {exc}") from exc
     if not request.watch:
-        evidence = collect_evidence(request, probe=probe, sleep=sleep)
+        evidence = collect_evidence(request, backend=backend, probe=probe, sleep=sleep)
         return build_result(request, evidence, started_at=started_at, duration_s=time.perf_counter() - start)
-    evidence, samples = _watch(request, probe, on_sample, sleep, clock)
+    evidence, samples = _watch(request, backend, probe, on_sample, sleep, clock)
     return build_result(request, evidence, started_at=started_at, duration_s=time.perf_counter() - start,
                         distributions=distributions(samples))
 
 
 def _watch(
     request: NodeRequest,
+    given: GpuBackend | None,
     probe: GpuProbe | None,
     on_sample: SampleCallback | None,
     sleep: Callable[[float], None],
     clock: Callable[[], float],
 ) -> tuple[NodeEvidence, list[WatchSample]]:
-    backend, selection_notes = open_backend(request)
+    backend, selection_notes = (given, ()) if given is not None else open_backend(request)
     sampler = NodeSampler(backend)
     samples: list[WatchSample] = []
     interrupted = False

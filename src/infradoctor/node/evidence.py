@@ -9,7 +9,25 @@ describes it.
 The GPU classes (:class:`GpuDevice`, :class:`GpuProcess`, :class:`MigDevice`, :class:`GpuWindow`,
 :class:`GpuSnapshot`) say what a GPU is, not who read it: NVML, ``nvidia-smi -q -x``, ``nvidia-smi -q`` text and
 Prometheus (dcgm-exporter) series all build the same objects, and the rules N001-N012 read only these. A source
-that does not have a field leaves it ``None`` (build a device with :meth:`GpuDevice.blank` and set what you have).
+that does not have a field leaves it ``None`` (build a device with :meth:`GpuDevice.blank` and set what you have);
+a rule never calls a missing field healthy or faulty.
+
+Building them from another source (e.g. dcgm-exporter through Prometheus, one :class:`NodeEvidence` per instance
+with ``host=None`` or the node_exporter host, and ``GpuSnapshot(backend="dcgm", source=<query>, ...)``):
+
+- units: bytes (``DCGM_FI_DEV_FB_USED`` is MiB: x 2**20; total = used + free + reserved), watts, MHz, Celsius,
+  percent 0-100 (``DCGM_FI_PROF_*`` ratios x 100), seconds (``DCGM_FI_DEV_*_VIOLATION`` are nanoseconds);
+- ``clock_event_reasons``: the bitmask (``DCGM_FI_DEV_CLOCK_THROTTLE_REASONS``, since DCGM 4
+  ``DCGM_FI_DEV_CLOCKS_EVENT_REASONS``), same bits as NVML; ``performance_state`` from ``DCGM_FI_DEV_PSTATE``;
+- counters read once go in the device (``pcie_replay_count``, ``clock_event_time_s`` keyed ``sw_power_cap``
+  (POWER_VIOLATION), ``sw_thermal_slowdown`` (THERMAL_VIOLATION), ``sync_boost``); their growth over the query
+  range goes in :class:`GpuWindow` (``pcie_replays`` = ``increase()``; ``clock_event_share`` = increase / range;
+  ``throttled_sample_share`` = the share of samples for which
+  :func:`~infradoctor.node.rules.n003_gpu_throttling.throttling_reasons` is not empty; utilisation mean/max);
+- a blank sentinel (DCGM's 9223372036854775794 and friends) is ``None``, not a reading;
+- MIG: one :class:`MigDevice` per ``GPU_I_ID`` with its own memory; processes carry ``gpu_instance_id``;
+- Xid: ``DCGM_FI_DEV_XID_ERRORS`` is the last Xid's value, not a count: make one
+  :class:`~infradoctor.xid.XidEvent` per change of value, in :class:`KernelLogEvidence`.
 """
 
 from __future__ import annotations

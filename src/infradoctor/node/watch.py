@@ -205,7 +205,8 @@ def read_record(lines: Sequence[str]) -> list[WatchSample]:
         index, t_s = read_int(data.get("index"), low=0), read_float(data.get("t_s"), low=0.0)
         if index is None or t_s is None:
             continue
-        values = {str(k)[:100]: read_float(v) for k, v in list(data["values"].items())[:MAX_RECORD_VALUES]}
+        values = {str(k)[:100]: read_float(v) if isinstance(v, (int, float)) else None
+                  for k, v in list(data["values"].items())[:MAX_RECORD_VALUES]}
         stamp = data.get("time")
         out.append(WatchSample(index, t_s, values, stamp[:64] if isinstance(stamp, str) else ""))
     return out

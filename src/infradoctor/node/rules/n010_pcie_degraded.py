@@ -1,8 +1,8 @@
 """N010 pcie-degraded: a GPU's PCIe link is degraded, judged on evidence of a fault rather than width alone.
 
 What it detects:
-    - link errors: the PCIe replay counter growing over an observation window (``--watch``, a fleet range) at
-      :data:`REPLAY_RATE_PER_MIN` or more per minute;
+    - link errors: the PCIe replay counter growing over an observation window (``--watch``, a fleet range) of at
+      least :data:`MIN_WINDOW_S` seconds at :data:`REPLAY_RATE_PER_MIN` or more per minute;
     - a busy GPU (utilisation at least :data:`BUSY_UTIL_PCT` percent) whose link runs below the highest
       generation both the GPU and the host support (the host's maximum counts: a gen5 card in a gen4 slot runs
       gen4 by design);
