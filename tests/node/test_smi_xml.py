@@ -154,14 +154,16 @@ def test_watch_samples_use_query_gpu_csv_with_old_field_fallback(tmp_path: Path)
     # Like an R525 driver: clocks_event_reasons is not a known field yet, clocks_throttle_reasons is.
     binary = fake_smi(tmp_path, """case "$1" in
   *clocks_event_reasons*) echo 'Field "clocks_event_reasons.active" is not a valid field to query.'; exit 2;;
-  --query-gpu=*) echo "0, 97, 61, 72415, 81559, 58, 611.37, 700.00, 1980, 0x0000000000000000"
-                 echo "1, 100, 54, 61220, 81920, 91, 287.12, 400.00, 1005, 0x0000000000000060"
-                 echo "2, [N/A], [N/A], [N/A], 81920, [N/A], [Not Supported], [N/A], [N/A], [N/A]";;
+  --query-gpu=*) echo "0, 97, 61, 72415, 81559, 58, 611.37, 700.00, 1980, 1980, P0, 0x0000000000000000"
+                 echo "1, 100, 54, 61220, 81920, 91, 287.12, 400.00, 1005, 1410, P0, 0x0000000000000060"
+                 echo "2, [N/A], [N/A], [N/A], 81920, [N/A], [Not Supported], [N/A], [N/A], [N/A], P99, [N/A]";;
   *) exit 64;;
 esac""")
     devices = SmiXmlBackend(binary=binary).sample()
     assert [d.index for d in devices] == [0, 1, 2]
     assert devices[0].memory_used_bytes == 72415 * MIB and devices[0].power_draw_w == pytest.approx(611.37)
     assert devices[1].clock_event_reasons == 0x60 and devices[1].sm_clock_mhz == 1005
+    assert devices[1].max_sm_clock_mhz == 1410 and devices[1].performance_state == 0
+    assert devices[2].performance_state is None  # P99 is not a P-state
     assert devices[2].utilization_gpu_pct is None and devices[2].memory_total_bytes == 81920 * MIB
     assert devices[2].clock_event_reasons is None

@@ -28,7 +28,7 @@ from infradoctor.procs import run_capture
 SMI_TIMEOUT_S = 15.0
 """Longest wait for ``nvidia-smi -q -x`` (a hung driver makes it block)."""
 SAMPLE_FIELDS = ("index", "utilization.gpu", "utilization.memory", "memory.used", "memory.total", "temperature.gpu",
-                 "power.draw", "power.limit", "clocks.sm")
+                 "power.draw", "power.limit", "clocks.sm", "clocks.max.sm", "pstate")
 """``--query-gpu`` fields of a watch sample, followed by the clock event reasons field."""
 REASON_FIELDS = ("clocks_event_reasons.active", "clocks_throttle_reasons.active")
 """The reasons field as drivers from R535 name it, then as older drivers do."""
@@ -420,6 +420,8 @@ def _csv_number(text: str) -> float | None:
     text = text.strip()
     if not text or text.startswith("[") or text.upper() == "N/A":
         return None
+    if text[:1] in "Pp" and text[1:].isdigit():  # pstate: P0 .. P15
+        return read_float(text[1:], low=0.0, high=15.0)
     if text.lower().startswith("0x"):
         return float(int(text, 16)) if _is_hex(text[2:]) else None
     return read_float(text)
@@ -436,7 +438,7 @@ def parse_query_csv(text: str) -> tuple[GpuDevice, ...]:
         cells = [_csv_number(c) for c in line[:4096].split(",")]
         if len(cells) != len(SAMPLE_FIELDS) + 1:
             continue
-        index, util, mem_util, used, total, temp, power, limit, sm, reasons = cells
+        index, util, mem_util, used, total, temp, power, limit, sm, sm_max, pstate, reasons = cells
         if index is None or not 0 <= index < 1024 or index != int(index):
             continue
         devices.append(
@@ -450,6 +452,8 @@ def parse_query_csv(text: str) -> tuple[GpuDevice, ...]:
                 power_draw_w=power,
                 power_limit_w=limit,
                 sm_clock_mhz=None if sm is None or not 0 <= sm < 2**31 else int(sm),
+                max_sm_clock_mhz=None if sm_max is None or not 0 <= sm_max < 2**31 else int(sm_max),
+                performance_state=None if pstate is None else int(pstate),
                 clock_event_reasons=None if reasons is None else int(reasons),
             )
         )
