@@ -216,6 +216,7 @@ def json_schema(tp: Any, defs: dict[str, Any] | None = None) -> dict[str, Any]: 
 
 METRICS_CLASSES: Mapping[str, str] = {
     "compare": "infradoctor.compare.analysis:CompareMetrics",
+    "load": "infradoctor.load.metrics:LoadMetrics",
     "scan": "infradoctor.scan.metrics:ScanMetrics",
 }
 """Each command's typed metrics class, as ``module:Class`` (imported on use; see :func:`metrics_class`)."""
