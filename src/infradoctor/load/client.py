@@ -421,7 +421,13 @@ def fast_completion(
     def on_message_complete(self: Connection) -> None:
         now = clock()
         parser = self.parser
-        if now < sink.until and self.busy and parser.get_status_code() == 200 and parser.should_keep_alive():
+        if (
+            now < sink.until
+            and self.busy
+            and parser.get_status_code() == 200
+            and parser.should_keep_alive()
+            and not self.interim  # (the general path resets it for the next request)
+        ):
             if search is not None:
                 head = self.first_chunk
                 end = head.find(b"\r\n\r\n")  # the whole head came in the first read (see HeaderConnection)
