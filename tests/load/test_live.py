@@ -588,3 +588,36 @@ def test_open_loop_stream_reports_corrected_and_uncorrected_ttft(sick: Running) 
     assert from_send["p50"] <= corrected["p50"]
     assert_ttft(from_send["p50"])
     assert_ttft(corrected["p50"], extra_ms=100.0)  # plus any delay of the pacer behind its schedule
+
+
+def test_library_run_with_a_point_observer(sick: Running, result_validator) -> None:
+    """``infradoctor.load.run(LoadOptions)`` returns the result the CLI would; an observer watches each point from
+    the side (the seam router and server metrics attach to) and its observations land in the points."""
+    from infradoctor.load import LoadMetrics, LoadOptions, run
+
+    class Watcher:
+        name = "watcher"
+
+        def __init__(self) -> None:
+            self.started: list[tuple[str, float, str]] = []
+            self.seen: list[LoadMetrics] = []
+
+        def point_started(self, label: str, level: float, mode: str) -> None:
+            self.started.append((label, level, mode))
+
+        def point_finished(self, point: PointResult) -> dict:
+            return {"completed": point.completed}
+
+        def findings(self, metrics: LoadMetrics) -> list:
+            self.seen.append(metrics)
+            return []
+
+    watcher = Watcher()
+    result = run(LoadOptions(url=f"{sick.url}/fixed?ms=5", concurrency=[1, 2], duration_s=0.5, timeout_s=5,
+                             observers=[watcher]))
+    result_validator(result)
+    assert result.command == "load" and not result.errors
+    assert watcher.started == [("c=1", 1.0, "closed"), ("c=2", 2.0, "closed")]
+    points = result.metrics["points"]
+    assert [p["observations"]["watcher"]["completed"] for p in points] == [p["completed"] for p in points]
+    assert len(watcher.seen) == 1 and watcher.seen[0].points[1].label == "c=2"

@@ -77,6 +77,8 @@ def stages_from_headers(headers: dict[str, str]) -> dict[str, float]:
 
 
 def _split_outside_quotes(text: str, sep: str) -> list[str]:
+    if '"' not in text:  # the common case: no quoted descriptions
+        return [p for p in (p.strip() for p in text.split(sep)) if p]
     parts: list[str] = []
     current: list[str] = []
     quoted = False

@@ -9,9 +9,9 @@ stream that never ends its line costs at most the cap, not quadratic time and un
 
 from __future__ import annotations
 
-import re
+import json
 
-from infradoctor.bounded import load_json, read_int
+from infradoctor.bounded import read_int
 from infradoctor.load.pyparser import HttpParserError
 
 MAX_LINE_BYTES = 1 << 20
@@ -20,9 +20,6 @@ MAX_EVENT_BYTES = 4 << 20
 """Most data one event may carry (4 MiB)."""
 MAX_TOKENS = 1 << 40
 """Largest ``usage.completion_tokens`` taken as a count (a bigger number is not one)."""
-
-_LINE_END = re.compile(rb"\r\n|\r|\n")
-
 
 class SSEError(HttpParserError):
     """The stream broke the parser's bounds (a line or an event too long)."""
@@ -58,31 +55,38 @@ class SSEParser:
 
     def feed(self, chunk: bytes) -> int:
         """Consume bytes; return the number of token-bearing events they completed. Raises :class:`SSEError`."""
-        start = 0
         if self._after_cr:
             self._after_cr = False
             if chunk[:1] == b"\n":
-                start = 1
+                chunk = chunk[1:]  # the second half of a CRLF cut between two reads
+        if not chunk:
+            return 0
+        lines = chunk.splitlines()  # in C; for bytes, on exactly SSE's line ends: CRLF, LF and CR
+        last = chunk[-1]
+        self._after_cr = last == 13
+        tail = lines.pop() if last not in (10, 13) else None
+        if len(chunk) > MAX_LINE_BYTES and lines and max(map(len, lines)) > MAX_LINE_BYTES:
+            self._check_line(MAX_LINE_BYTES + 1)
+        if self._partial and lines:
+            self._check_line(self._partial_len + len(lines[0]))
+            self._partial.append(lines[0])
+            lines[0] = b"".join(self._partial)
+            self._partial = []
+            self._partial_len = 0
         tokens = 0
-        for match in _LINE_END.finditer(chunk, start):
-            piece = chunk[start : match.start()]
-            if self._partial:
-                self._check_line(self._partial_len + len(piece))
-                self._partial.append(piece)
-                piece = b"".join(self._partial)
-                self._partial = []
-                self._partial_len = 0
-            elif len(piece) > MAX_LINE_BYTES:
-                self._check_line(len(piece))
-            tokens += self._line(piece)
-            start = match.end()
-        if chunk.endswith(b"\r"):
-            self._after_cr = True
-        rest = len(chunk) - start
-        if rest:
-            self._check_line(self._partial_len + rest)
-            self._partial.append(chunk[start:])
-            self._partial_len += rest
+        for line in lines:
+            if line:
+                if line.startswith(b"data"):
+                    self._field(line)
+            elif self._data:
+                data = b"\n".join(self._data)
+                self._data = []
+                self._data_len = 0
+                tokens += self._dispatch(data)
+        if tail is not None:
+            self._check_line(self._partial_len + len(tail))
+            self._partial.append(tail)
+            self._partial_len += len(tail)
         return tokens
 
     @staticmethod
@@ -90,28 +94,20 @@ class SSEParser:
         if length > MAX_LINE_BYTES:
             raise SSEError(f"server-sent event line longer than {MAX_LINE_BYTES} bytes")
 
-    def _line(self, line: bytes) -> int:
-        if not line:
-            if not self._data:
-                return 0
-            data = b"\n".join(self._data)
-            self._data = []
-            self._data_len = 0
-            return self._dispatch(data)
-        if line.startswith(b"data"):
-            if len(line) == 4:
-                value = b""
-            elif line[4:5] == b":":
-                value = line[5:]
-                if value[:1] == b" ":
-                    value = value[1:]
-            else:
-                return 0  # another field whose name starts with "data"
-            self._data_len += len(value) + 1
-            if self._data_len > MAX_EVENT_BYTES:
-                raise SSEError(f"server-sent event data longer than {MAX_EVENT_BYTES} bytes")
-            self._data.append(value)
-        return 0  # comments (":..."), event, id, retry and unknown fields carry no tokens
+    def _field(self, line: bytes) -> None:
+        """A line starting with ``data``: the data field, or another field whose name starts so."""
+        if len(line) == 4:
+            value = b""
+        elif line[4:5] == b":":
+            value = line[5:]
+            if value[:1] == b" ":
+                value = value[1:]
+        else:
+            return
+        self._data_len += len(value) + 1
+        if self._data_len > MAX_EVENT_BYTES:
+            raise SSEError(f"server-sent event data longer than {MAX_EVENT_BYTES} bytes")
+        self._data.append(value)
 
     def _dispatch(self, data: bytes) -> int:
         self.events += 1
@@ -121,9 +117,11 @@ class SSEParser:
             return 0
         if not self.openai:
             return 1 if stripped else 0
+        if stripped[:1] != b"{":
+            return 0  # not a JSON object: no completion chunk (and no exception to raise and catch)
         try:
-            payload = load_json(data, max_chars=MAX_EVENT_BYTES)
-        except ValueError:
+            payload = json.loads(data)  # (bounded: an event holds at most MAX_EVENT_BYTES)
+        except (ValueError, RecursionError):
             return 0
         if not isinstance(payload, dict):
             return 0
