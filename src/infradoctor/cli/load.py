@@ -38,10 +38,12 @@ class LoadCommand(Command):
     Closed loop (`--concurrency 1,2,4,8`, or `auto`, the default: doubles until two levels past the knee) or open loop
     (`--rate 10,50,100`, or `--rate auto --slo 'p99<500ms'` to find the highest rate that meets the SLO). Open-loop
     latency counts from the intended send time (coordinated-omission corrected) and from the actual send; both are
-    reported. Every request, timeouts included, goes into mergeable HDR-style histograms (p50..p99.9, max, a 95%
-    interval for p99). `--openai` streams OpenAI-compatible completions and reports TTFT, inter-token latency and
-    tokens/s; `--sse` does the same for any server-sent-event endpoint. `--calibrate` measures the generator's own
-    ceiling against a built-in null server. Ctrl-C stops and keeps the partial result.
+    reported. Throughput counts successful responses; latency percentiles (p50..p99.9, max, a 95% interval for p99,
+    from mergeable HDR-style histograms) are of successful responses; failures are counted by class and timed
+    apart. A target where nothing connects is given up after 0.5 s (exit 3). `--openai` streams OpenAI-compatible
+    completions and reports TTFT, inter-token latency and tokens/s; `--sse` does the same for any server-sent-event
+    endpoint. `--calibrate` measures the generator's own ceiling against a built-in null server. Ctrl-C stops and
+    keeps the partial result.
     """
 
     name = "load"
