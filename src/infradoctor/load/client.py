@@ -152,6 +152,15 @@ class Connection(asyncio.Protocol):
             else:
                 self.driver.on_failure(self, "stream_aborted" if self.received else "reset")
         self.driver.on_closed(self)
+        self.release()
+
+    def release(self) -> None:
+        """Let go of per-response buffers once closed.
+
+        The connection and its parser reference each other, so the object itself waits for the garbage collector;
+        what it holds need not.
+        """
+        self.first_chunk = b""
 
     # parser callbacks (no on_headers_complete here: one Python call less per response)
     def on_message_complete(self) -> None:
@@ -267,6 +276,11 @@ class StreamConnection(HeaderConnection):
         self.t_last_token = 0.0
         self.tokens = 0
         self.gaps: list[float] = []
+
+    def release(self) -> None:
+        super().release()
+        self.sse = SSEParser(openai=self.openai)
+        self.gaps = []
 
     def prepare(self) -> None:
         self.sse = SSEParser(openai=self.openai)
