@@ -102,7 +102,6 @@ def headline(sweep: SweepResult, ref: PointResult | None) -> LoadHeadline:
         "p50_ms": summary.p50,
         "p99_ms": summary.p99,
         "p99_9_ms": summary.p99_9,
-        "latency_n": summary.count,
         "error_rate": round(ref.error_rate, 6),
         "requests": sum(p.completed for p in sweep.points),
     }

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from infradoctor.load.accounting import RequestCallback
@@ -34,7 +34,6 @@ __all__ = [
     "RequestCallback",
     "RequestOutcome",
     "StopSignal",
-    "merge_points",
     "new_event_loop",
     "point_label",
     "run_point",
@@ -167,8 +166,3 @@ def run_point(spec: RequestSpec, **options: Any) -> PointResult:
     """
     result: PointResult = run_sync(run_point_async(spec, **options))
     return result
-
-
-def merge_points(points: Sequence[PointResult]) -> Histogram:
-    """The latency histogram of several points together."""
-    return Histogram.merged(p.latency for p in points)

@@ -261,8 +261,6 @@ class LoadHeadline(Metrics):
     """p99 at the reference point."""
     p99_9_ms: float | None = None
     """p99.9 at the reference point."""
-    latency_n: int | None = None
-    """Successful responses behind those percentiles."""
     error_rate: float | None = None
     """Failed share at the reference point."""
     requests: int | None = None
