@@ -409,6 +409,46 @@ def throughput(url: str, args: argparse.Namespace) -> dict[str, float | None]:
     return med
 
 
+def fastpath_ab(url: str, args: argparse.Namespace) -> None:
+    """The compiled fast path against the Python one: ``--fastpath-rounds`` alternating rounds on the same nginx.
+
+    Each round runs both (C first in odd rounds, Python first in even ones), each in a fresh process for
+    ``--duration`` seconds at ``--connections``; per run the generator's CPU per request (user + system over the
+    point) and its throughput. The verdict takes the per-round ratios (compiled / Python): the gain is real when
+    every round agrees on its sign and the median gain exceeds the rounds' own spread (the median absolute
+    deviation of the ratios), i.e. it stands out of the noise this machine makes.
+    """
+    rows: list[dict[str, float]] = []
+    for rep in range(args.fastpath_rounds):
+        got: dict[str, tuple[float, float]] = {}
+        for compiled in ((True, False) if rep % 2 == 0 else (False, True)):
+            before = len(CPU_US.get("infradoctor" if compiled else "python_path", []))
+            rps = run_ours(url, args, compiled=compiled)
+            cpu = CPU_US["infradoctor" if compiled else "python_path"][before]
+            got["c" if compiled else "py"] = (rps, cpu)
+        row = {"c_rps": got["c"][0], "py_rps": got["py"][0], "c_cpu": got["c"][1], "py_cpu": got["py"][1]}
+        rows.append(row)
+        print(
+            f"  fastpath round {rep + 1}: compiled {row['c_rps']:,.0f} req/s {row['c_cpu']:.2f} us/req, "
+            f"python {row['py_rps']:,.0f} req/s {row['py_cpu']:.2f} us/req  "
+            f"(cpu ratio {row['c_cpu'] / row['py_cpu']:.3f}, rps ratio {row['c_rps'] / row['py_rps']:.3f})",
+            flush=True,
+        )
+    for key, unit, lower_better in (("cpu", "us/req", True), ("rps", "req/s", False)):
+        ratios = [r[f"c_{key}"] / r[f"py_{key}"] for r in rows]
+        med = statistics.median(ratios)
+        mad = statistics.median(abs(x - med) for x in ratios)
+        gain = (1.0 - med) if lower_better else (med - 1.0)
+        same_sign = all((x < 1.0) == lower_better for x in ratios) if gain > 0 else False
+        real = same_sign and gain > mad
+        print(
+            f"fastpath {key}: compiled {statistics.median(r[f'c_{key}'] for r in rows):,.2f} vs python "
+            f"{statistics.median(r[f'py_{key}'] for r in rows):,.2f} {unit} (medians of {len(rows)}); per-round ratio "
+            f"median {med:.3f} (range {min(ratios):.3f}-{max(ratios):.3f}, MAD {mad:.3f}); gain {gain:+.1%}: "
+            + ("real (every round agrees, beyond the spread)" if real else "within noise")
+        )
+
+
 def memory(url: str, args: argparse.Namespace) -> None:
     out = subprocess.run(
         [sys.executable, "-c", MEMORY_CHILD, url, str(args.long_requests), str(args.connections), str(ROOT / "src")],
@@ -486,7 +526,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--long-requests", type=int, default=1_000_000, help="requests of the memory run (goal 10M)")
     parser.add_argument("--tail-seconds", type=float, default=20.0, help="open-loop tail run (a multiple of 5 s)")
     parser.add_argument("--tail-rate", type=float, default=100.0, help="open-loop rate of the tail run")
-    parser.add_argument("--skip", action="append", default=[], choices=("throughput", "memory", "tail"))
+    parser.add_argument("--fastpath-rounds", type=int, default=7, help="alternating rounds of compiled vs Python")
+    parser.add_argument(
+        "--skip", action="append", default=[], choices=("throughput", "fastpath", "memory", "tail")
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("PYTHONHASHSEED", "0")
     with tempfile.TemporaryDirectory(prefix="bench_load_") as tmp_name:
@@ -497,6 +540,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if "throughput" not in args.skip:
                 throughput(url, args)
+            if "fastpath" not in args.skip:
+                fastpath_ab(url, args)
             if "memory" not in args.skip:
                 memory(url, args)
         finally:

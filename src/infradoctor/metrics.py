@@ -222,6 +222,7 @@ METRICS_CLASSES: Mapping[str, str] = {
     "compare": "infradoctor.compare.analysis:CompareMetrics",
     "node": "infradoctor.node.metrics:NodeMetrics",
     "route": "infradoctor.route.metrics:RouteMetrics",
+    "load": "infradoctor.load.metrics:LoadMetrics",
     "scan": "infradoctor.scan.metrics:ScanMetrics",
 }
 """Each command's typed metrics class, as ``module:Class`` (imported on use; see :func:`metrics_class`)."""

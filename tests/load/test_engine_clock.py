@@ -7,11 +7,15 @@ import shutil
 import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from infradoctor.load.engine import PointResult, _PointRun
+from infradoctor.load.closed_loop import ClosedLoopDriver
+from infradoctor.load.driver import PointDriver
 from infradoctor.load.histogram import Histogram
+from infradoctor.load.open_loop import OpenLoopDriver
+from infradoctor.load.point import PointResult
 from infradoctor.load.spec import RequestSpec
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nServer-Timing: app;dur=200\r\n\r\nok"
@@ -68,7 +72,7 @@ def make_run(
     spec: RequestSpec | None = None,
     duration_s: float | None = 2.0,
     max_requests: int | None = None,
-) -> _PointRun:
+) -> Any:
     result = PointResult(
         label="t",
         mode="open" if rate else "closed",
@@ -79,26 +83,21 @@ def make_run(
         latency_from_send=Histogram() if rate else None,
         pacer_lag=Histogram() if rate else None,
     )
-    run = _PointRun(
-        spec or RequestSpec("http://127.0.0.1:9/x"),
-        result,
-        duration_s=duration_s,
-        max_requests=max_requests,
-        connect_timeout_s=1.0,
-        max_connections=4,
-        seed=0,
-        sample_capacity=100,
-        on_request=None,
-        on_progress=None,
-        stop=None,
-        pure_python=pure_python,
-        progress_interval_s=1.0,
-        clock=clock,
-    )
-    run.loop = loop
-    run.done = loop.create_future()
-    run.t0 = clock.now
-    run.t_end_window = clock.now + duration_s if duration_s is not None else float("inf")
+    options: dict[str, Any] = {
+        "duration_s": duration_s,
+        "max_requests": max_requests,
+        "connect_timeout_s": 1.0,
+        "pure_python": pure_python,
+        "progress_interval_s": 1.0,
+        "clock": clock,
+    }
+    spec = spec or RequestSpec("http://127.0.0.1:9/x")
+    run: PointDriver
+    if rate:
+        run = OpenLoopDriver(spec, result, max_connections=4, **options)
+    else:
+        run = ClosedLoopDriver(spec, result, **options)
+    run.begin(loop, clock.now)
     return run
 
 
@@ -124,16 +123,19 @@ def test_closed_loop_latencies_windows_and_timeout_are_exact(
     assert res.errors == {"http_503": 1, "read_timeout": 1}
     assert res.status_counts == {200: 1, 503: 1}
     assert (res.completed, res.ok, res.completed_in_window, res.ok_in_window) == (3, 1, 2, 1)
-    # read timeouts are kept at exactly the timeout
-    assert (res.latency.min_us, res.latency.max_us) == (250_000, 1_250_000)
-    assert res.latency.percentiles_us([50.0])[0] == pytest.approx(1_000_000, rel=0.001)
-    assert res.first_latencies_ms == [250.0, 1250.0, 1000.0]
-    assert res.windows == [
+    # the latency percentiles are of the one successful response; the failures are timed apart, the read
+    # timeout at exactly the timeout
+    assert (res.latency.count, res.latency.min_us, res.latency.max_us) == (1, 250_000, 250_000)
+    assert (res.error_latency.count, res.error_latency.min_us, res.error_latency.max_us) == (2, 1_000_000, 1_250_000)
+    assert res.first_latencies_ms == [250.0]
+    assert res.windows == [  # [completed, failed, success latency sum, success latency max]
         [1.0, 0.0, 250_000.0, 250_000.0],
-        [1.0, 1.0, 1_250_000.0, 1_250_000.0],
-        [1.0, 1.0, 1_000_000.0, 1_000_000.0],
+        [1.0, 1.0, 0.0, 0.0],
+        [1.0, 1.0, 0.0, 0.0],
     ]
-    assert res.ok_max_us == 250_000
+    res.duration_s = 2.0  # (run() sets it at the end)
+    assert res.throughput_rps == pytest.approx(0.5)  # 1 success in the 2 s window, 2 completed in it
+    assert res.completed_rps == pytest.approx(1.0)
     assert res.stages["app"].count == 1 and res.network is not None
     assert res.network.percentiles_us([50.0])[0] == pytest.approx(50_000, rel=0.001)  # 250 ms - 200 ms server
     assert run.stopping  # the 2 s window is over
@@ -157,8 +159,8 @@ def test_open_loop_counts_from_the_intended_time(loop: asyncio.AbstractEventLoop
     assert res.latency.max_us == 350_000  # from the intended time (50.0)
     assert res.latency_from_send is not None and res.latency_from_send.max_us == 40_000  # from the write (50.31)
     assert len(transport.written) == 2  # the freed connection took the oldest waiting request
-    run._begin_stop()  # requests still waiting for a connection count as unsent, with their wait so far
-    assert res.unsent == 2 and res.latency.count == 3
+    run._begin_stop()  # requests still waiting for a connection are unsent: no response, so no latency
+    assert res.unsent == 2 and res.latency.count == 1 and res.completed == 1
     tasks = list(run.tasks)  # connects the dispatch started for the waiting requests
     for task in tasks:
         task.cancel()
@@ -182,8 +184,8 @@ def test_open_loop_throughput_is_not_biased_by_latency() -> None:
         first_completion_s=0.31,
         last_window_completion_s=1.91,
     )
+    assert point.completed_rps == pytest.approx(5.0)
     assert point.throughput_rps == pytest.approx(5.0)
-    assert point.goodput_rps == pytest.approx(5.0)
     closed = PointResult(
         label="c=1",
         mode="closed",
@@ -199,10 +201,10 @@ def test_open_loop_throughput_is_not_biased_by_latency() -> None:
         first_completion_s=0.31,
         last_window_completion_s=1.91,
     )
-    assert closed.throughput_rps == pytest.approx(4.5) and closed.goodput_rps == pytest.approx(3.0)
+    assert closed.completed_rps == pytest.approx(4.5) and closed.throughput_rps == pytest.approx(3.0)
 
 
-def drive_closed_loop(run: _PointRun, clock: FakeClock, responses: list[tuple[float, bytes]]) -> FakeTransport:
+def drive_closed_loop(run: ClosedLoopDriver, clock: FakeClock, responses: list[tuple[float, bytes]]) -> FakeTransport:
     """One worker; each response arrives ``dt`` seconds after the previous one; housekeeping every 0.1 s."""
     transport = FakeTransport()
     conn = run.conn_class(run, 0)
@@ -235,8 +237,7 @@ def test_fast_path_counts_exactly_what_the_general_path_counts(
     compiled: bool,
 ) -> None:
     """The closed loop's batched fast path (plain 200s; compiled, or in Python) against the one-by-one path on the
-    same response stream: histograms, windows, counters, server stages, deterministic sample and first latencies
-    are identical."""
+    same response stream: histograms, windows, counters, server stages and first latencies are identical."""
     import random
 
     from infradoctor.load import client
@@ -288,7 +289,7 @@ def test_fast_path_counts_exactly_what_the_general_path_counts(
         buffered: list[int] = []
         original_fold = run._fold
 
-        def fold(run: _PointRun = run, original=original_fold, buffered: list[int] = buffered) -> None:
+        def fold(run: ClosedLoopDriver = run, original=original_fold, buffered: list[int] = buffered) -> None:
             buffered.append(len(run.fast_sink))
             original()
 
@@ -299,14 +300,15 @@ def test_fast_path_counts_exactly_what_the_general_path_counts(
             assert conn.compiled == compiled  # type: ignore[attr-defined]
             if compiled:  # the compiled reader took the plain 200s (all in one read each here)
                 assert conn.reader.taken > 1000 and conn.reader.enabled  # type: ignore[attr-defined]
-        results.append((run.result, len(transport.written), run.sample.values, run.issued, run.finished, buffered))
+        results.append((run.result, len(transport.written), run.result.latency.sample_ms(100), run.issued,
+                        run.finished, buffered))
     (fast_res, fast_sent, fast_sample, *fast_counts, buffered), (slow_res, slow_sent, slow_sample, *slow_counts, _) = (
         results
     )
     assert sum(buffered) > 1000  # the fast path did carry most responses
     assert fast_res.to_dict() == slow_res.to_dict()
     assert fast_res.latency.counts.tolist() == slow_res.latency.counts.tolist()
-    assert (fast_res.latency.total_us, fast_res.ok_max_us) == (slow_res.latency.total_us, slow_res.ok_max_us)
+    assert (fast_res.latency.total_us, fast_res.latency.max_us) == (slow_res.latency.total_us, slow_res.latency.max_us)
     assert fast_sample == slow_sample and len(fast_sample) == 100
     assert (fast_sent, fast_counts) == (slow_sent, slow_counts)
     assert fast_res.status_counts[201] > 0 and set(fast_res.errors) == {"http_503"}

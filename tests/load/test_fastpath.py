@@ -3,6 +3,8 @@ connection's reader takes only what the Python path would take, handing everythi
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import httptools
@@ -180,3 +182,116 @@ def test_reader_errors_propagate(fastpath: Any) -> None:
         reader.feed(PLAIN)
     with pytest.raises(TypeError):
         fastpath.Reader(sink, conn, Conn.data_received, b"x", (b"a\x00b",), clock)
+
+
+ABUSE = r'''
+import gc, sys
+from infradoctor.load import _fastpath
+
+PLAIN = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: keep-alive\r\n\r\nhello"
+REQUEST = b"GET / HTTP/1.1\r\n\r\n"
+calls = []
+
+
+def general(conn, data):
+    calls.append(("general", len(data)))
+
+
+class Writer:  # a callable only the reader holds: freed the moment the reader lets go of it
+    def __call__(self, data):
+        calls.append(("write", len(data)))
+
+
+class Conn:
+    def __init__(self, reader_box, abuse):
+        self.box = reader_box
+        self.abuse = abuse
+        self.t_send = 0.0
+        self._t = 1.0
+
+    @property
+    def busy(self):
+        if self.abuse == "del write":
+            del self.box[0].write  # the reader's only reference to its Writer goes mid-call
+        elif self.abuse == "none write":
+            self.box[0].write = None
+        elif self.abuse == "reinit":  # a re-entrant __init__ drops the sink, conn and general the call uses
+            self.box[0].__init__(_fastpath.Sink(), Conn(self.box, ""), general, b"other", (b"x-a",), lambda: 5.0)
+        return True
+
+    @property
+    def t_intended(self):
+        if self.abuse == "reinit in t_intended":
+            self.box[0].__init__(_fastpath.Sink(), Conn(self.box, ""), general, b"other", (), lambda: 5.0)
+        return self._t
+
+    @t_intended.setter
+    def t_intended(self, value):
+        if self.abuse == "del write in setter":
+            del self.box[0].write
+        self._t = value
+
+
+def make(abuse):
+    box = []
+    sink = _fastpath.Sink()
+    sink.until = 1e9
+    reader = _fastpath.Reader(sink, Conn(box, abuse), general, REQUEST, (b"server-timing",), lambda: 2.0)
+    box.append(reader)
+    reader.write = Writer()
+    return reader
+
+
+def reentrant_general(conn, data):
+    conn.box[0].__init__(_fastpath.Sink(), Conn(conn.box, ""), general, REQUEST, (), lambda: 3.0)
+
+
+for _ in range(300):
+    for abuse in ("del write", "none write", "reinit", "reinit in t_intended", "del write in setter", ""):
+        reader = make(abuse)
+        del_then = reader.feed
+        try:
+            del_then(PLAIN)
+        except Exception as exc:  # an exception is fine; a crash is not
+            calls.append(("raised", type(exc).__name__))
+        del reader, del_then
+    box = []
+    reader = _fastpath.Reader(_fastpath.Sink(), Conn(box, ""), reentrant_general, REQUEST)
+    box.append(reader)
+    reader.feed(b"not http")  # the general path re-initialises the reader while it runs
+    del reader, box
+    gc.collect()
+
+blank = _fastpath.Reader.__new__(_fastpath.Reader)
+try:
+    blank.feed(PLAIN)
+except RuntimeError:
+    calls.append(("uninitialised", 0))
+reader = make("")
+try:
+    reader.write = 42
+except TypeError:
+    calls.append(("not callable", 0))
+reader.write = None
+reader.feed(PLAIN)
+assert reader.taken == 0 and reader.write is None
+print(len(calls), sorted(set(c[0] for c in calls)))
+'''
+
+
+def test_reader_survives_reentrant_abuse(fastpath: Any, tmp_path: Path) -> None:
+    """Python code the reader calls mid-feed (the connection's attributes, the clock, the general path) deletes
+    ``reader.write``, sets it to None or re-initialises the reader: no use-after-free or NULL call. Run under
+    Python's debug allocator, which fills freed memory, so that a freed object used later crashes the child."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "abuse.py"
+    script.write_text(ABUSE)
+    env = {**os.environ, "PYTHONMALLOC": "debug", "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, "-X", "dev", str(script)], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    count, kinds = out.stdout.split(" ", 1)
+    assert int(count) > 1000
+    assert eval(kinds) == ["general", "not callable", "uninitialised", "write"]  # noqa: S307 - our own output

@@ -8,7 +8,8 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infradoctor.load.histogram import Histogram, ReservoirSample
+from infradoctor.load.histogram import STANDARD_PERCENTILES, Histogram
+from infradoctor.stats import quantile
 
 
 def exact_percentile(values: list[int], pct: float) -> int:
@@ -100,51 +101,32 @@ def test_summary_of_empty_histogram() -> None:
     assert math.isnan(Histogram().mean_us)
 
 
-def test_reservoir_is_bounded_and_deterministic() -> None:
-    a, b = ReservoirSample(100, seed=5), ReservoirSample(100, seed=5)
-    for i in range(10_000):
-        a.add(float(i))
-        b.add(float(i))
-    assert len(a.values) == 100 and a.values == b.values and a.seen == 10_000
-    assert max(a.values) > 5000  # later values get in
-
-
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(
-    capacity=st.integers(0, 50),
-    seed=st.integers(0, 2**16),
-    batches=st.lists(st.integers(0, 400), max_size=12),
+    values=st.lists(st.integers(min_value=0, max_value=5_000_000_000), min_size=1, max_size=2500),
+    limit=st.integers(1000, 1400),
 )
-def test_reservoir_batches_keep_the_one_by_one_sample(capacity: int, seed: int, batches: list[int]) -> None:
-    one, batched = ReservoirSample(capacity, seed), ReservoirSample(capacity, seed)
-    converted: list[float] = []
-
-    def convert(value: float) -> float:
-        converted.append(value)
-        return value / 2
-
-    start = entered = 0
-    for size in batches:
-        values = [float(v) for v in range(start, start + size)]
-        start += size
-        for value in values:
-            entered += one.seen < capacity or one.seen + 1 == one.next_replace
-            one.add(value / 2)
-        batched.add_batch(values, convert)
-        assert (batched.values, batched.seen, batched.next_replace) == (one.values, one.seen, one.next_replace)
-    assert len(converted) == entered  # only the values that enter the sample are converted
+def test_stored_sample_has_the_histograms_own_percentiles(values: list[int], limit: int) -> None:
+    """The distribution a result stores (for comparisons) gives the summary's p50 ... p99.9, min and max exactly:
+    one number per metric, whichever of the two a reader takes it from."""
+    hist = Histogram()
+    for v in values:
+        hist.record(v)
+    sample = hist.sample_ms(limit)
+    assert len(sample) == min(limit, len(values)) and sample == sorted(sample)
+    summary = hist.summary_ms()
+    for pct in STANDARD_PERCENTILES:
+        key = f"p{pct:g}".replace(".", "_")
+        assert quantile(sample, pct / 100.0) == summary[key], (pct, key)
+    assert (sample[0], sample[-1]) == (summary["min"], summary["max"])
 
 
-def test_reservoir_sample_is_uniform_over_the_stream() -> None:
-    sample = ReservoirSample(2000, seed=11)
-    n = 200_000
-    for i in range(n):
-        sample.add(float(i))
-    assert len(sample.values) == 2000 and len(set(sample.values)) == 2000
-    mean = sum(sample.values) / len(sample.values)
-    assert abs(mean / n - 0.5) < 0.03  # standard error of the mean ~0.0065 * n
-    quarter = sum(1 for v in sample.values if v < n / 4) / 2000
-    assert abs(quarter - 0.25) < 0.04
+def test_stored_sample_keeps_every_value_while_it_fits() -> None:
+    hist = Histogram()
+    for v in (5, 1, 3_000_000, 2_500, 7):
+        hist.record(v)
+    assert hist.sample_ms(5000) == [0.001, 0.005, 0.007, 2.5005, 3000.0]  # (2.5 ms: its bucket's middle)
+    assert hist.sample_ms(0) == [] and Histogram().sample_ms(10) == []
 
 
 @given(

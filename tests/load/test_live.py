@@ -11,6 +11,9 @@ import pytest
 
 from infradoctor.load import RequestOutcome, RequestSpec, run_point, run_sweep
 from infradoctor.load.analysis import build_metrics, diagnose
+from infradoctor.load.engine import PointResult
+from infradoctor.load.metrics import LoadSettings
+from infradoctor.load.sweep import SweepResult
 from infradoctor.procs import free_port
 from tests.load.servers import AIOHTTP_SICK, FASTAPI_SERIALIZED, ITL_S, SLOT_S, SLOTS, TTFT_S, WORK_S
 from tests.support.servers import Running, python_server
@@ -34,6 +37,13 @@ def fastapi_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running
 # allowance for timer granularity) and a generous upper margin for a slow, shared CI machine.
 SLACK_MS = 250.0
 """Upper margin on a latency the server sleeps for: scheduling delay on a loaded 2-core machine."""
+
+
+def metrics_of(sweep: SweepResult | PointResult, timeout_s: float) -> dict:
+    """The ``metrics`` of a load result for a sweep (or a single point), as stored."""
+    if isinstance(sweep, PointResult):
+        sweep = SweepResult(sweep.mode, points=[sweep])
+    return build_metrics(sweep, LoadSettings(url="http://127.0.0.1/", timeout_s=timeout_s)).to_dict()
 
 
 def codes(metrics: dict) -> set[str]:
@@ -114,7 +124,7 @@ def test_bounded_capacity_unbounded_queue_gives_knee_and_no_backpressure(sick: R
     capacity = SLOTS / SLOT_S
     assert knee is not None and knee.level == SLOTS, [(p.label, p.throughput_rps) for p in sweep.points]
     assert 0.6 * capacity <= knee.throughput_rps <= 1.05 * capacity
-    metrics = build_metrics(sweep, {"timeout_s": 10})
+    metrics = metrics_of(sweep, 10)
     assert metrics["knee"]["concurrency"] == SLOTS
     found = codes(metrics)
     assert {"S003", "S008"} <= found
@@ -125,7 +135,7 @@ def test_bounded_capacity_unbounded_queue_gives_knee_and_no_backpressure(sick: R
 
 def test_blocking_async_endpoint_is_serialized(fastapi_server: Running) -> None:
     sweep = run_sweep(RequestSpec(f"{fastapi_server.url}/blocking"), concurrency=[1, 4], duration_s=1.5, timeout_s=10)
-    metrics = build_metrics(sweep, {"timeout_s": 10})
+    metrics = metrics_of(sweep, 10)
     assert "S001" in codes(metrics)
     finding = next(f for f in diagnose(metrics) if f.code == "S001")
     assert finding.evidence["throughput_scaling"] < 1.3
@@ -133,7 +143,7 @@ def test_blocking_async_endpoint_is_serialized(fastapi_server: Running) -> None:
 
 def test_threaded_endpoint_is_not_serialized(fastapi_server: Running) -> None:
     sweep = run_sweep(RequestSpec(f"{fastapi_server.url}/threaded"), concurrency=[1, 4], duration_s=1.5, timeout_s=10)
-    metrics = build_metrics(sweep, {"timeout_s": 10})
+    metrics = metrics_of(sweep, 10)
     assert "S001" not in codes(metrics)
     # ideal 4x; serialized gives 1x (S001 fires below 1.3x): 1.5x separates the two with room for CPU contention
     assert metrics["points"][1]["throughput_rps"] > 1.5 * metrics["points"][0]["throughput_rps"]
@@ -145,7 +155,7 @@ def test_random_503s_give_error_rate(sick: Running) -> None:
     point = sweep.points[0]
     assert set(point.errors) == {"http_503"}
     assert point.error_rate == pytest.approx(0.2, abs=0.06)
-    metrics = build_metrics(sweep, {"timeout_s": 5})
+    metrics = metrics_of(sweep, 5)
     assert metrics["error_onset"]["label"] == "c=4" and set(metrics["error_onset"]["errors"]) == {"http_503"}
     findings = diagnose(metrics)
     s006 = next(f for f in findings if f.code == "S006")
@@ -156,7 +166,7 @@ def test_random_503s_give_error_rate(sick: Running) -> None:
 def test_connection_resets(sick: Running) -> None:
     point = run_point(RequestSpec(f"{sick.url}/reset"), concurrency=2, requests=30, duration_s=None, timeout_s=5)
     assert point.errors == {"reset": 30}
-    assert point.ok == 0 and point.latency.count == 30
+    assert point.ok == 0 and point.latency.count == 0 and point.error_latency.count == 30
 
 
 @pytest.mark.parametrize("fast_path", ["compiled", "python", "unbuilt"])
@@ -177,7 +187,7 @@ def test_a_request_budget_is_exact_when_connections_reset_mid_run(
         monkeypatch.setattr(client, "_fastpath", None)
     url = f"{sick.url}/reset_every?n=40&key=budget-{fast_path}"
     point = run_point(RequestSpec(url, capture_headers=()), concurrency=4, requests=2000, duration_s=None, timeout_s=5)
-    assert (point.sent, point.completed, point.latency.count) == (2000, 2000, 2000)
+    assert (point.sent, point.completed, point.latency.count, point.error_latency.count) == (2000, 2000, 1950, 50)
     assert point.errors == {"reset": 50} and point.ok == 1950
     assert http_get(f"{sick.url}/seen?key=budget-{fast_path}", max_body=64).body.strip() == b"2000"  # none extra
 
@@ -185,33 +195,45 @@ def test_a_request_budget_is_exact_when_connections_reset_mid_run(
 def test_stalls_beyond_timeout_are_read_timeouts_kept_at_the_timeout(sick: Running) -> None:
     point = run_point(RequestSpec(f"{sick.url}/stall"), concurrency=1, requests=20, duration_s=None, timeout_s=0.3)
     assert point.errors == {"read_timeout": 4}
-    summary = point.latency.summary_ms()
-    # timed-out requests stay in the histogram at the timeout (300 ms), not dropped and not at 2 s
-    assert summary["count"] == 20
-    assert 299.0 <= summary["max"] <= 302.0
-    sweep_metrics = {"mode": "closed", "settings": {"timeout_s": 0.3}, "points": [point.to_dict()], "knee": None}
+    # timed-out requests are timed apart, at the timeout (300 ms), not dropped and not at 2 s; the latency
+    # percentiles are of the 16 responses
+    failed = point.error_latency.summary_ms()
+    assert failed["count"] == 4 and 299.0 <= failed["min"] <= failed["max"] <= 302.0
+    assert point.latency.count == 16 and point.latency.max_us < 300_000
+    sweep_metrics = metrics_of(point, 0.3)
     s007 = next(f for f in diagnose(sweep_metrics) if f.code == "S007")
     assert s007.evidence["read_timeouts"] == 4 and s007.evidence["timeout_s"] == 0.3
 
 
 def test_cold_start(sick: Running) -> None:
     point = run_point(RequestSpec(f"{sick.url}/cold"), concurrency=1, duration_s=1.0, timeout_s=5)
-    metrics = {"mode": "closed", "settings": {"timeout_s": 5}, "points": [point.to_dict()], "knee": None}
-    finding = next(f for f in diagnose(metrics) if f.code == "S005")
+    finding = next(f for f in diagnose(metrics_of(point, 5)) if f.code == "S005")
     assert finding.evidence["slowest_first_ms"] >= 590.0
 
 
-def test_nothing_listening_is_connect_refused(cli, tmp_path: Path, result_validator) -> None:
+@pytest.mark.parametrize("levels", [["-c", "1"], []], ids=["c=1", "auto"])
+def test_nothing_listening_is_given_up_quickly_without_latency(
+    cli, tmp_path: Path, result_validator, levels: list[str]
+) -> None:
+    """A closed port: connect_refused, no throughput and no percentile (nothing responded), given up after the
+    grace period rather than at the end of the point (or of the sweep), exit 3."""
+    from infradoctor.load.driver import UNREACHABLE_GRACE_S
+
     port = free_port()
     out = tmp_path / "r.json"
-    run = cli("load", f"http://127.0.0.1:{port}/", "-c", "2", "-d", "0.5", "--json", str(out))
+    run = cli("load", f"http://127.0.0.1:{port}/", *levels, "-d", "1", "--json", str(out))
     assert run.exit_code == 3
     data = json.loads(out.read_text())
     result_validator(data)
-    point = data["metrics"]["points"][0]
-    assert set(point["errors"]) == {"connect_refused"} and point["ok"] == 0
+    metrics = data["metrics"]
+    (point,) = metrics["points"]  # the sweep stops there
+    assert set(point["errors"]) == {"connect_refused"} and point["ok"] == 0 and point["unreachable"]
+    assert point["throughput_rps"] == 0 and point["latency_ms"]["count"] == 0 and point["latency_ms"]["p50"] is None
+    assert "p50_ms" not in metrics["headline"] and metrics["stop_reason"] == "unreachable"
+    assert UNREACHABLE_GRACE_S <= point["elapsed_s"] < 0.95  # given up before the 1 s point would have ended
     assert "S006" in {f["code"] for f in data["findings"]}
     assert any(e["source"] == "load.target" for e in data["errors"])
+    assert "p50 – ms" in run.stderr and "nothing connected" in run.stdout
 
 
 def test_openai_stream_ttft_and_itl_match_the_server(cli, sick: Running, tmp_path: Path, result_validator) -> None:
@@ -390,8 +412,9 @@ def test_full_accept_queue_gives_connect_timeouts() -> None:
     assert point.errors.get("connect_timeout", 0) >= 1
     assert set(point.errors) <= {"connect_timeout", "read_timeout"}
     assert point.ok == 0
-    # every failed request is in the histogram, none later than the timeout (+ scheduling slack)
-    assert point.latency.count == point.completed and point.latency.max_us <= 450_000
+    # every failed request is timed (apart from the successes: there are none), none later than the timeout
+    assert point.error_latency.count == point.completed and point.error_latency.max_us <= 450_000
+    assert point.latency.count == 0
 
 
 def test_generic_sse_stream_timing(sick: Running) -> None:
@@ -527,7 +550,7 @@ def test_open_loop_overload_grows_the_queue(sick: Running) -> None:
     assert point.latency_from_send is not None
     corrected = point.latency.summary_ms()
     assert corrected["p99"] >= 800.0  # the last arrivals wait for about (80 - 40) * 2.5 / 40 s
-    metrics = build_metrics(sweep, {"timeout_s": 10})
+    metrics = metrics_of(sweep, 10)
     found = {f.code: f for f in diagnose(metrics)}
     assert "S003" in found, (point.saturation_reason, metrics["points"][0]["windows"], list(found))
     assert found["S003"].evidence["growth"] >= 2.0 and found["S003"].evidence["rejection_rate"] == 0
@@ -541,8 +564,7 @@ def test_a_blocked_generator_is_flagged_saturated(sick: Running) -> None:
         RequestSpec(f"{sick.url}/"), rate=200, duration_s=1.0, timeout_s=5, on_request=lambda outcome: time.sleep(0.02)
     )
     assert point.saturated and "pacer" in (point.saturation_reason or "")
-    metrics = {"mode": "open", "settings": {"timeout_s": 5}, "points": [point.to_dict()], "knee": None}
-    assert {f.code for f in diagnose(metrics)} == {"S009"}
+    assert {f.code for f in diagnose(metrics_of(point, 5))} == {"S009"}
 
 
 def test_pure_python_parser_times_a_chunked_sse_stream(sick: Running) -> None:
@@ -566,3 +588,36 @@ def test_open_loop_stream_reports_corrected_and_uncorrected_ttft(sick: Running) 
     assert from_send["p50"] <= corrected["p50"]
     assert_ttft(from_send["p50"])
     assert_ttft(corrected["p50"], extra_ms=100.0)  # plus any delay of the pacer behind its schedule
+
+
+def test_library_run_with_a_point_observer(sick: Running, result_validator) -> None:
+    """``infradoctor.load.run(LoadOptions)`` returns the result the CLI would; an observer watches each point from
+    the side (the seam router and server metrics attach to) and its observations land in the points."""
+    from infradoctor.load import LoadMetrics, LoadOptions, run
+
+    class Watcher:
+        name = "watcher"
+
+        def __init__(self) -> None:
+            self.started: list[tuple[str, float, str]] = []
+            self.seen: list[LoadMetrics] = []
+
+        def point_started(self, label: str, level: float, mode: str) -> None:
+            self.started.append((label, level, mode))
+
+        def point_finished(self, point: PointResult) -> dict:
+            return {"completed": point.completed}
+
+        def findings(self, metrics: LoadMetrics) -> list:
+            self.seen.append(metrics)
+            return []
+
+    watcher = Watcher()
+    result = run(LoadOptions(url=f"{sick.url}/fixed?ms=5", concurrency=[1, 2], duration_s=0.5, timeout_s=5,
+                             observers=[watcher]))
+    result_validator(result)
+    assert result.command == "load" and not result.errors
+    assert watcher.started == [("c=1", 1.0, "closed"), ("c=2", 2.0, "closed")]
+    points = result.metrics["points"]
+    assert [p["observations"]["watcher"]["completed"] for p in points] == [p["completed"] for p in points]
+    assert len(watcher.seen) == 1 and watcher.seen[0].points[1].label == "c=2"

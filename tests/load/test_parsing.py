@@ -162,15 +162,15 @@ def test_split_and_merge_of_process_shares() -> None:
             status_counts={200: 9, 503: 1},
             client_cpu_fraction=0.1 * (k + 1),
         )
-        for v in range(10):
+        for v in range(9):
             point.latency.record(1000 * (k + 1) + v)
-        point.sample_ms = [float(k)] * 10
+        point.error_latency.record(5000)
         point.windows = [[10.0, 1.0, 100.0, 50.0]]
         shares.append(point_from_state(point_state(point)))
-    merged = merge_points(shares, label="c=6", concurrency=6, rate=None, sample_capacity=12)
+    merged = merge_points(shares, label="c=6", concurrency=6, rate=None)
     assert (merged.sent, merged.completed, merged.ok, merged.errors) == (30, 30, 27, {"http_503": 3})
     assert merged.status_counts == {200: 27, 503: 3}
-    assert merged.latency.count == 30 and merged.latency.max_us == 3009 and merged.latency.min_us == 1000
+    assert merged.latency.count == 27 and merged.latency.max_us == 3008 and merged.latency.min_us == 1000
+    assert merged.error_latency.count == 3
     assert merged.client_cpu_fraction == pytest.approx(0.3)
     assert merged.windows == [[30.0, 3.0, 300.0, 50.0]]
-    assert sorted(set(merged.sample_ms)) == [0.0, 1.0, 2.0] and len(merged.sample_ms) == 12

@@ -9,6 +9,7 @@ import pytest
 from infradoctor.findings import catalog, run_rules
 from infradoctor.load.evidence import LoadEvidence
 from infradoctor.load.knee import CurvePoint, find_knee
+from infradoctor.load.metrics import LatencySummary, PointMetrics, Window
 
 
 def point(
@@ -25,35 +26,39 @@ def point(
     windows: tuple = (),
     p90: float | None = None,
 ) -> dict[str, Any]:
+    """A ``metrics.points[]`` entry; ``rps`` is the rate of completed requests (successes and failures)."""
     errors = errors or {}
     failed = sum(errors.values())
-    return {
-        "label": f"c={level:g}" if mode == "closed" else f"r={level:g}",
-        "mode": mode,
-        "offered": level,
-        "completed": completed,
-        "throughput_rps": rps,
-        "goodput_rps": rps * (1 - failed / completed),
-        "error_rate": failed / completed,
-        "errors": errors,
-        "latency_ms": {"p50": p50, "p90": p90 if p90 is not None else p50 * 1.2, "p99": p99},
-        "saturated": saturated,
-        "saturation_reason": "event-loop thread used 97% of a core" if saturated else None,
-        "client_cpu_fraction": 0.97 if saturated else 0.2,
-        "first_latencies_ms": list(first),
-        "windows": [{"mean_ms": m} for m in windows],
-        "ok_max_ms": p99,
-    }
+    return PointMetrics(
+        label=f"c={level:g}" if mode == "closed" else f"r={level:g}",
+        mode=mode,  # type: ignore[arg-type]
+        offered=level,
+        completed=completed,
+        ok=completed - failed,
+        completed_rps=rps,
+        throughput_rps=rps * (1 - failed / completed),
+        error_rate=failed / completed,
+        errors=errors,
+        latency_ms=LatencySummary(count=completed - failed, p50=p50, p90=p90 if p90 is not None else p50 * 1.2,
+                                  p99=p99, max=p99),
+        saturated=saturated,
+        saturation_reason="event-loop thread used 97% of a core" if saturated else None,
+        client_cpu_fraction=0.97 if saturated else 0.2,
+        first_latencies_ms=tuple(first),
+        windows=tuple(Window(t_s=i, completed=1, errors=0, mean_ms=m, max_ms=m) for i, m in enumerate(windows)),
+    ).to_dict()
 
 
 def run(points: list[dict], mode: str = "closed", timeout_s: float = 30.0) -> dict[str, Any]:
-    curve = [CurvePoint(p["offered"], p["goodput_rps"], p["latency_ms"]["p99"]) for p in points if not p["saturated"]]
+    curve = [CurvePoint(p["offered"], p["throughput_rps"], p["latency_ms"]["p99"]) for p in points
+             if not p["saturated"]]
     knee = find_knee(curve)
     metrics = {
         "mode": mode,
-        "settings": {"timeout_s": timeout_s},
+        "settings": {"url": "http://127.0.0.1:9/", "timeout_s": timeout_s},
         "points": points,
-        "knee": knee.to_dict("concurrency" if mode == "closed" else "rate") if knee else None,
+        "headline": {},
+        "knee": knee.metrics("concurrency" if mode == "closed" else "rate").to_dict() if knee else None,
     }
     return {f.code: f for f in run_rules(LoadEvidence.from_metrics(metrics))}
 
@@ -68,7 +73,7 @@ def test_healthy_service_has_no_findings() -> None:
 
 
 def test_knee_definition() -> None:
-    knee = find_knee([CurvePoint(p["offered"], p["goodput_rps"], p["latency_ms"]["p99"]) for p in BOUNDED])
+    knee = find_knee([CurvePoint(p["offered"], p["throughput_rps"], p["latency_ms"]["p99"]) for p in BOUNDED])
     assert knee is not None and (knee.level, knee.next_level) == (2, 4)
     assert knee.throughput_gain == pytest.approx(0.0) and knee.latency_growth == pytest.approx(104 / 53 - 1)
     # gains of 10% or more are not a knee even when latency doubles
@@ -164,7 +169,7 @@ def test_knee_must_clear_the_p99_confidence_intervals() -> None:
     clear = [CurvePoint(1, 100, 10, 0.0, (9.5, 10.6)), CurvePoint(2, 101, 16, 0.0, (15.0, 17.0))]
     knee = find_knee(clear)
     assert knee is not None and knee.level == 1
-    out = knee.to_dict("concurrency")
+    out = knee.metrics("concurrency").to_dict()
     assert out["p99_ci_ms"] == [9.5, 10.6] and out["next"]["p99_ci_ms"] == [15.0, 17.0]
     assert "beyond both p99 95% intervals" in out["rule"]
 

@@ -1,46 +1,35 @@
-"""``infradoctor load``: argument parsing, progress display and the result of a load test.
+"""``infradoctor load``: argv to :class:`~infradoctor.load.command.LoadOptions`, progress on stderr, the result.
 
-The result's ``metrics`` (documented in full in :mod:`infradoctor.load.analysis`): ``mode``, ``settings``,
-``points[]`` (one per offered load: ``concurrency`` or ``rate``, ``throughput_rps``, ``goodput_rps``,
-``latency_ms`` {p50, p90, p95, p99, p99_9, max, p99_ci}, ``errors`` by class, open-loop ``latency_from_send_ms``,
-``server_timing_ms``, ``stream`` {ttft_ms, itl_ms, output_tokens_per_s}, ``saturated``), ``knee`` (null when none),
-``curve`` (latency-vs-load plot data), ``headline``, ``distributions.latency_ms``, ``slo`` and ``calibration``.
+The work and the result's ``metrics`` (:class:`~infradoctor.load.metrics.LoadMetrics`) are the library's:
+:func:`infradoctor.load.run`. This module reads the arguments, shows progress, turns Ctrl-C into the engine's stop
+signal and hands the result to :func:`~infradoctor.cli.base.finish` (exit 3 when no request reached the target).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import json
 import math
 import signal
 import sys
-import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from infradoctor.cli.base import (
     Command,
     add_result_options,
-    finish,
     finish_interruptible,
     parse_headers,
     parse_levels,
     positive_seconds,
 )
 from infradoctor.errors import EXIT_INTERRUPTED, EXIT_TARGET, UsageError
-from infradoctor.load.taxonomy import CONNECT_ERROR, CONNECT_REFUSED, CONNECT_TIMEOUT
 
 if TYPE_CHECKING:
-    from infradoctor.load.engine import PointResult, Progress
-    from infradoctor.load.spec import RequestSpec
-    from infradoctor.load.sweep import Slo, SweepResult
-    from infradoctor.result import ErrorNote
-
-_CONNECT_CLASSES = (CONNECT_REFUSED, CONNECT_TIMEOUT, CONNECT_ERROR)
-CALIBRATE_CONCURRENCY = 32
-"""Connections used by ``--calibrate`` unless ``--concurrency`` names one level."""
+    from infradoctor.load.command import LoadOptions
+    from infradoctor.load.point import PointResult, Progress, StopSignal
 
 
 class LoadCommand(Command):
@@ -49,10 +38,12 @@ class LoadCommand(Command):
     Closed loop (`--concurrency 1,2,4,8`, or `auto`, the default: doubles until two levels past the knee) or open loop
     (`--rate 10,50,100`, or `--rate auto --slo 'p99<500ms'` to find the highest rate that meets the SLO). Open-loop
     latency counts from the intended send time (coordinated-omission corrected) and from the actual send; both are
-    reported. Every request, timeouts included, goes into mergeable HDR-style histograms (p50..p99.9, max, a 95%
-    interval for p99). `--openai` streams OpenAI-compatible completions and reports TTFT, inter-token latency and
-    tokens/s; `--sse` does the same for any server-sent-event endpoint. `--calibrate` measures the generator's own
-    ceiling against a built-in null server. Ctrl-C stops and keeps the partial result.
+    reported. Throughput counts successful responses; latency percentiles (p50..p99.9, max, a 95% interval for p99,
+    from mergeable HDR-style histograms) are of successful responses; failures are counted by class and timed
+    apart. A target where nothing connects is given up after 0.5 s (exit 3). `--openai` streams OpenAI-compatible
+    completions and reports TTFT, inter-token latency and tokens/s; `--sse` does the same for any server-sent-event
+    endpoint. `--calibrate` measures the generator's own ceiling against a built-in null server. Ctrl-C stops and
+    keeps the partial result.
     """
 
     name = "load"
@@ -128,241 +119,99 @@ class LoadCommand(Command):
         )
         add_result_options(parser)
 
-    # ------------------------------------------------------------------ spec
-    def _spec(self, args: argparse.Namespace, url: str) -> RequestSpec:
-        from infradoctor.load.spec import RequestSpec, Target, force_stream, openai_default_body
-
-        Target.parse(url)
-        headers = parse_headers(args.header, "--header")
-        bodies: list[bytes] = []
-        try:
-            if args.body is not None:
-                bodies = [args.body.read_bytes()]
-            elif args.bodies is not None:
-                bodies = [line.strip().encode() for line in args.bodies.read_text().splitlines() if line.strip()]
-                if not bodies:
-                    raise UsageError(f"--bodies {args.bodies}: no bodies in the file")
-            elif args.body_json is not None:
-                json.loads(args.body_json)
-                bodies = [args.body_json.encode()]
-        except OSError as exc:
-            raise UsageError(f"cannot read body: {exc}") from None
-        except ValueError as exc:
-            raise UsageError(f"--body-json is not valid JSON: {exc}") from None
-        if args.openai:
-            if not bodies:
-                bodies = [openai_default_body(Target.parse(url).path.split("?")[0], args.model, args.max_tokens)]
-            bodies = [force_stream(b) for b in bodies]
-        if bodies and not any(k.lower() == "content-type" for k in headers):
-            headers["Content-Type"] = "application/json"
-        method = (args.method or ("POST" if bodies or args.openai else "GET")).upper()
-        capture = () if args.no_headers else ("server-timing", "x-envoy-upstream-service-time")
-        return RequestSpec(
-            url=url,
-            method=method,
-            headers=headers,
-            bodies=tuple(bodies),
-            stream=bool(args.openai or args.sse),
-            openai=bool(args.openai),
-            capture_headers=capture,
-            insecure=args.insecure,
-        )
-
     # ------------------------------------------------------------------ run
-    def run(self, args: argparse.Namespace) -> int:
-        """Run the sweep (or the calibration) and finish the result."""
-        from infradoctor.load import client
-        from infradoctor.load.analysis import build_metrics, diagnose
-        from infradoctor.load.sweep import Slo
-        from infradoctor.result import ErrorNote, new_result, utc_now_iso
+    def options(self, args: argparse.Namespace) -> LoadOptions:
+        """The library's options from the arguments; raises UsageError."""
+        from infradoctor.load.command import LoadOptions
 
         if args.calibrate:
-            return self._calibrate(args)
+            levels = parse_levels(args.concurrency, int, "--concurrency") if args.concurrency else None
+            return LoadOptions(calibrate=True, concurrency=levels, duration_s=args.duration, timeout_s=args.timeout,
+                               capture_headers=not args.no_headers, processes=args.processes)
         if not args.url:
             raise UsageError("give a URL to load, or --calibrate")
-        spec = self._spec(args, args.url)
-        if args.duration is None and args.requests is None:
-            args.duration = 5.0
-        if (args.duration is not None and args.duration <= 0) or (args.requests is not None and args.requests < 1):
-            raise UsageError("--duration and --requests must be positive")
-        if args.timeout <= 0:
-            raise UsageError("--timeout must be positive")
-        if args.processes < 1:
-            raise UsageError("--processes must be at least 1")
-        slo: Slo | None = None
-        if args.slo:
-            try:
-                slo = Slo.parse(args.slo)
-            except ValueError as exc:
-                raise UsageError(str(exc)) from None
-        options: dict[str, Any] = {}
-        if args.rate is not None:
-            options["rate"] = parse_levels(args.rate, float, "--rate")
-            options["slo"] = slo
-            options["start_rate"] = args.start_rate
-        else:
-            options["concurrency"] = parse_levels(args.concurrency or "auto", int, "--concurrency")
-            options["max_concurrency"] = args.max_concurrency
-        settings = {
-            "url": spec.url,
-            "method": spec.method,
-            "timeout_s": args.timeout,
-            "duration_s": args.duration,
-            "requests": args.requests,
-            "arrivals": args.arrivals if args.rate is not None else None,
-            "levels": options.get("rate", options.get("concurrency")),
-            "stream": spec.stream,
-            "openai": spec.openai,
-            "bodies": len(spec.bodies),
-            "parser": "httptools" if client.HAVE_HTTPTOOLS else "python",
-            "event_loop": _loop_name(),
-            "processes": args.processes,
-        }
-        started_at = utc_now_iso()
-        t0 = time.perf_counter()
-        sweep, errors = self._drive(args, spec, options)
-        metrics = build_metrics(sweep, settings)
-        notes = list(errors)
-        reached = any(p.ok or any(k not in _CONNECT_CLASSES for k in p.errors) for p in sweep.points)
-        if sweep.points and not reached:
-            classes = sorted({k for p in sweep.points for k in p.errors})
-            notes.append(ErrorNote("load.target", f"no request reached {spec.url}: {', '.join(classes)}"))
-        if sweep.interrupted:
-            notes.append(ErrorNote("load.interrupted", "stopped by Ctrl-C; the result holds the points so far"))
-        result = new_result(
-            "load",
-            started_at=started_at,
-            duration_s=time.perf_counter() - t0,
-            target={"url": spec.url, "method": spec.method},
-            metrics=metrics,
-            findings=diagnose(metrics),
-            errors=notes,
+        return LoadOptions(
+            url=args.url,
+            method=args.method,
+            headers=parse_headers(args.header, "--header"),
+            bodies=tuple(_read_bodies(args)),
+            openai=args.openai,
+            sse=args.sse,
+            model=args.model,
+            max_tokens=args.max_tokens,
+            capture_headers=not args.no_headers,
+            insecure=args.insecure,
+            concurrency=None if args.rate is not None
+            else parse_levels(args.concurrency or "auto", int, "--concurrency"),
+            rate=parse_levels(args.rate, float, "--rate") if args.rate is not None else None,
+            slo=args.slo,
+            arrivals=args.arrivals,
+            duration_s=args.duration,
+            requests=args.requests,
+            timeout_s=args.timeout,
+            max_concurrency=args.max_concurrency,
+            start_rate=args.start_rate,
+            max_connections=args.max_connections,
+            seed=args.seed,
+            processes=args.processes,
         )
+
+    def run(self, args: argparse.Namespace) -> int:
+        """Run the sweep (or the calibration) and finish the result."""
+        from dataclasses import replace
+
+        from infradoctor.load.command import run, target_unreachable
+        from infradoctor.load.point import StopSignal
+
+        display = _ProgressDisplay(enabled=not args.quiet)
+        stop = StopSignal()
+        options = replace(self.options(args), on_progress=display.progress, on_point=display.point, stop=stop)
+        with _ctrl_c_stops(stop):
+            result = run(options)
         code = finish_interruptible(args, result)
         if code == EXIT_INTERRUPTED:
             return code
-        if sweep.points and not reached:
-            return max(code, EXIT_TARGET)
-        return code
-
-    def _drive(
-        self, args: argparse.Namespace, spec: RequestSpec, options: dict[str, Any]
-    ) -> tuple[SweepResult, list[ErrorNote]]:
-        from infradoctor.load.engine import StopSignal, run_sync
-        from infradoctor.load.sweep import SweepResult, run_sweep_async
-
-        stop = StopSignal()
-        display = _ProgressDisplay(enabled=not args.quiet)
-        finished: list[PointResult] = []
-
-        def on_point(point: PointResult) -> None:
-            finished.append(point)
-            display.point(point)
-
-        async def main() -> SweepResult:
-            loop = asyncio.get_running_loop()
-
-            def on_sigint() -> None:
-                stop.set()
-                with contextlib.suppress(Exception):
-                    loop.remove_signal_handler(signal.SIGINT)
-
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(signal.SIGINT, on_sigint)
-            try:
-                return await run_sweep_async(
-                    spec,
-                    stop=stop,
-                    on_point=on_point,
-                    on_progress=display.progress,
-                    duration_s=args.duration,
-                    requests=args.requests,
-                    timeout_s=args.timeout,
-                    arrivals=args.arrivals,
-                    max_connections=args.max_connections,
-                    seed=args.seed,
-                    processes=args.processes,
-                    **options,
-                )
-            finally:
-                with contextlib.suppress(Exception):
-                    loop.remove_signal_handler(signal.SIGINT)
-
-        try:
-            sweep: SweepResult = run_sync(main())
-            return sweep, []
-        except KeyboardInterrupt:
-            partial = SweepResult("closed" if "concurrency" in options else "open", stop_reason="interrupted")
-            partial.points = finished
-            return partial, []
-
-    def _calibrate(self, args: argparse.Namespace) -> int:
-        from infradoctor.load import client
-        from infradoctor.load.analysis import build_metrics
-        from infradoctor.load.engine import run_point_async, run_sync
-        from infradoctor.load.nullserver import null_server
-        from infradoctor.load.spec import RequestSpec
-        from infradoctor.load.sweep import SweepResult
-        from infradoctor.result import new_result, utc_now_iso
-
-        levels = parse_levels(args.concurrency, int, "--concurrency") if args.concurrency else [CALIBRATE_CONCURRENCY]
-        concurrency = levels[0] if isinstance(levels, list) else CALIBRATE_CONCURRENCY
-        duration = args.duration or 3.0
-        started_at = utc_now_iso()
-        t0 = time.perf_counter()
-        display = _ProgressDisplay(enabled=not args.quiet)
-        with null_server() as url:
-            spec = RequestSpec(url, capture_headers=() if args.no_headers else ("server-timing",))
-            point: PointResult = run_sync(
-                run_point_async(
-                    spec,
-                    concurrency=concurrency,
-                    duration_s=duration,
-                    timeout_s=args.timeout,
-                    on_progress=display.progress,
-                    label=f"null c={concurrency}",
-                )
-            )
-        display.point(point)
-        sweep = SweepResult("closed", points=[point], stop_reason="calibration")
-        settings = {
-            "url": "null-server",
-            "method": "GET",
-            "timeout_s": args.timeout,
-            "duration_s": duration,
-            "calibrate": True,
-        }
-        metrics = build_metrics(sweep, settings)
-        metrics["knee"] = None
-        metrics["calibration"] = {
-            "concurrency": concurrency,
-            "throughput_rps": round(point.throughput_rps, 1),
-            "client_cpu_fraction": round(point.client_cpu_fraction, 3),
-            "p99_ms": point.latency.summary_ms().get("p99"),
-            "parser": "httptools" if client.HAVE_HTTPTOOLS else "python",
-            "event_loop": _loop_name(),
-            "processes": args.processes,
-        }
-        metrics["headline"] = {
-            "calibration_rps": round(point.throughput_rps, 1),
-            "client_cpu_fraction": round(point.client_cpu_fraction, 3),
-        }
-        result = new_result(
-            "load",
-            started_at=started_at,
-            duration_s=time.perf_counter() - t0,
-            target={"url": "null-server", "calibrate": True},
-            metrics=metrics,
-        )
-        return finish(args, result)
+        return max(code, EXIT_TARGET) if target_unreachable(result) else code
 
 
-def _loop_name() -> str:
+def _read_bodies(args: argparse.Namespace) -> list[bytes]:
+    """Request bodies from ``--body FILE``, ``--body-json JSON`` or ``--bodies FILE.jsonl`` (one body a line)."""
     try:
-        import uvloop  # noqa: F401
-    except ImportError:
-        return "asyncio"
-    return "uvloop"
+        if args.body is not None:
+            return [Path(args.body).read_bytes()]
+        if args.bodies is not None:
+            lines = [line.strip().encode() for line in Path(args.bodies).read_text().splitlines() if line.strip()]
+            if not lines:
+                raise UsageError(f"--bodies {args.bodies}: no bodies in the file")
+            return lines
+        if args.body_json is not None:
+            json.loads(args.body_json)
+            return [args.body_json.encode()]
+    except OSError as exc:
+        raise UsageError(f"cannot read body: {exc}") from None
+    except ValueError as exc:
+        raise UsageError(f"--body-json is not valid JSON: {exc}") from None
+    return []
+
+
+@contextmanager
+def _ctrl_c_stops(stop: StopSignal) -> Iterator[None]:
+    """The first Ctrl-C asks the engine to stop (the partial result is kept); a second one interrupts."""
+    previous = signal.getsignal(signal.SIGINT)
+
+    def on_sigint(signum: int, frame: object) -> None:
+        stop.set()
+        signal.signal(signal.SIGINT, previous)
+
+    try:
+        signal.signal(signal.SIGINT, on_sigint)
+    except ValueError:  # not the main thread: no handler, Ctrl-C interrupts as usual
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 class _ProgressDisplay:
@@ -382,26 +231,21 @@ class _ProgressDisplay:
         )
         p99 = f"{progress.p99_ms:.1f}" if math.isfinite(progress.p99_ms) else "-"
         sys.stderr.write(
-            f"\r  {progress.label:>10} {planned} {progress.throughput_rps:9.1f} req/s "
+            f"\r  {progress.label:>10} {planned} {progress.throughput_rps:9.1f} ok/s "
             f"p99 {p99} ms errors {progress.errors}   "
         )
         sys.stderr.flush()
 
     def point(self, point: PointResult) -> None:
+        """One line per finished point, with the numbers the result's table shows (same values, same format)."""
         if not self.enabled:
             return
-        lat = point.latency.summary_ms()
-        flags = " [client saturated]" if point.saturated else ""
+        from infradoctor.load.metrics import point_metrics
+        from infradoctor.report.present.load import point_line
+
         prefix = "\r" if self.tty else ""
-        sys.stderr.write(
-            f"{prefix}  {point.label:>10} {point.throughput_rps:9.1f} req/s  p50 {_ms(lat.get('p50'))} ms  "
-            f"p99 {_ms(lat.get('p99'))} ms  errors {point.error_rate:.2%}{flags}\n"
-        )
+        sys.stderr.write(f"{prefix}  {point_line(point_metrics(point))}\n")
         sys.stderr.flush()
-
-
-def _ms(value: object) -> str:
-    return f"{value:.3g}" if isinstance(value, (int, float)) else "-"
 
 
 COMMAND = LoadCommand()

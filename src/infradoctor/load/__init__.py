@@ -1,6 +1,8 @@
 """``infradoctor load``: the load engine (closed and open loop), sweeps, knee, error taxonomy, streaming timing.
 
-Library API (used by ``load``, ``route`` and ``profile --load-url``)::
+The command as a library: ``run(LoadOptions(url, concurrency=[1, 2, 4])) -> Result`` (typed metrics:
+:class:`~infradoctor.load.metrics.LoadMetrics`). The engine underneath (used by ``load``, ``route`` and ``profile
+--load-url``)::
 
     from infradoctor.load import RequestSpec, run_point, run_sweep
 
@@ -11,7 +13,8 @@ Library API (used by ``load``, ``route`` and ``profile --load-url``)::
     point.to_dict()["latency_ms"]["p99"], sweep.knee
 
 Inside a running event loop use ``run_point_async`` / ``run_sweep_async``. ``on_request`` receives a
-``RequestOutcome`` per request (status, latencies, error class, captured headers, Server-Timing stages).
+``RequestOutcome`` per request (status, latencies, error class, captured headers, Server-Timing stages);
+``observers`` (:class:`~infradoctor.load.sweep.PointObserver`) watch each point of a sweep from the side.
 """
 
 from __future__ import annotations
@@ -21,11 +24,13 @@ from typing import TYPE_CHECKING
 from infradoctor._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from infradoctor.load.command import LoadOptions, LoadRun, measure, run
     from infradoctor.load.engine import PointResult, Progress, RequestOutcome, StopSignal, run_point, run_point_async
     from infradoctor.load.histogram import Histogram
     from infradoctor.load.knee import Knee, find_knee
+    from infradoctor.load.metrics import LoadMetrics
     from infradoctor.load.spec import RequestSpec
-    from infradoctor.load.sweep import Slo, SweepResult, run_sweep, run_sweep_async
+    from infradoctor.load.sweep import PointObserver, Slo, SweepResult, run_sweep, run_sweep_async
 
 __getattr__ = lazy_exports(__name__, {
     "PointResult": "engine",
@@ -37,6 +42,12 @@ __getattr__ = lazy_exports(__name__, {
     "Histogram": "histogram",
     "Knee": "knee",
     "find_knee": "knee",
+    "LoadMetrics": "metrics",
+    "LoadOptions": "command",
+    "LoadRun": "command",
+    "measure": "command",
+    "run": "command",
+    "PointObserver": "sweep",
     "RequestSpec": "spec",
     "Slo": "sweep",
     "SweepResult": "sweep",
@@ -47,6 +58,10 @@ __getattr__ = lazy_exports(__name__, {
 __all__ = [
     "Histogram",
     "Knee",
+    "LoadMetrics",
+    "LoadOptions",
+    "LoadRun",
+    "PointObserver",
     "PointResult",
     "Progress",
     "RequestOutcome",
@@ -55,6 +70,8 @@ __all__ = [
     "StopSignal",
     "SweepResult",
     "find_knee",
+    "measure",
+    "run",
     "run_point",
     "run_point_async",
     "run_sweep",

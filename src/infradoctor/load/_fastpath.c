@@ -16,12 +16,31 @@
  *
  * Times come from clock_gettime(CLOCK_MONOTONIC), which is time.perf_counter() on Linux, or from a Python clock
  * when one is given (tests inject one; on other platforms the client always passes time.perf_counter).
+ *
+ * Memory safety: feed() calls Python (attribute reads and writes on the connection, the clock, transport.write,
+ * the general path), and any of those may run code that re-initialises the reader, deletes reader.write or drops
+ * the connection. So feed() holds strong references to everything it uses for the whole call (Held), and every
+ * object member is set through code that owns a reference (no T_OBJECT members).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <structmember.h>
 #include <string.h>
 #include <time.h>
+
+#if PY_VERSION_HEX >= 0x030C0000
+#define MEMBER_DOUBLE Py_T_DOUBLE
+#define MEMBER_LONGLONG Py_T_LONGLONG
+#define MEMBER_ULONGLONG Py_T_ULONGLONG
+#define MEMBER_BOOL Py_T_BOOL
+#define MEMBER_READONLY Py_READONLY
+#else
+#include <structmember.h>
+#define MEMBER_DOUBLE T_DOUBLE
+#define MEMBER_LONGLONG T_LONGLONG
+#define MEMBER_ULONGLONG T_ULONGLONG
+#define MEMBER_BOOL T_BOOL
+#define MEMBER_READONLY READONLY
+#endif
 
 static PyObject *array_type = NULL;       /* array.array */
 static PyObject *str_busy = NULL;         /* interned attribute names */
@@ -120,10 +139,10 @@ static PyMethodDef sink_methods[] = {
 };
 
 static PyMemberDef sink_members[] = {
-    {"until", T_DOUBLE, offsetof(SinkObject, until), 0, "Responses completing before this time may be buffered."},
-    {"last", T_DOUBLE, offsetof(SinkObject, last), 0, "Completion time of the last buffered response."},
-    {"left", T_LONGLONG, offsetof(SinkObject, left), 0, "Requests that may still be issued (when counted)."},
-    {"counted", T_BOOL, offsetof(SinkObject, counted), READONLY, "The run is bounded by a request count."},
+    {"until", MEMBER_DOUBLE, offsetof(SinkObject, until), 0, "Responses completing before this time may be buffered."},
+    {"last", MEMBER_DOUBLE, offsetof(SinkObject, last), 0, "Completion time of the last buffered response."},
+    {"left", MEMBER_LONGLONG, offsetof(SinkObject, left), 0, "Requests that may still be issued (when counted)."},
+    {"counted", MEMBER_BOOL, offsetof(SinkObject, counted), MEMBER_READONLY, "The run is bounded by a request count."},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -347,7 +366,7 @@ typedef struct {
     PyObject *capture; /* tuple of lower-case bytes, or NULL */
     PyObject *clock;   /* NULL: CLOCK_MONOTONIC */
     PyObject *write;   /* transport.write, once connected */
-    char enabled;      /* T_BOOL */
+    char enabled;      /* a bool member: a C char */
     unsigned long long taken;
 } ReaderObject;
 
@@ -403,30 +422,75 @@ reader_init(ReaderObject *self, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_TypeError, "general and clock must be callable");
         return -1;
     }
-    reader_clear(self);
-    Py_INCREF(sink);
-    self->sink = (SinkObject *)sink;
-    Py_INCREF(conn);
-    self->conn = conn;
-    Py_INCREF(general);
-    self->general = general;
-    Py_INCREF(request);
-    self->request = request;
-    self->capture = capture;
-    if (clock != Py_None) {
-        Py_INCREF(clock);
-        self->clock = clock;
+    {
+        /* the new references first, the old ones dropped last: a destructor that runs meanwhile (or a
+           re-entrant __init__) finds the reader whole */
+        PyObject *old[7] = {(PyObject *)self->sink, self->conn, self->general, self->request, self->capture,
+                            self->clock, self->write};
+        int k;
+        self->sink = (SinkObject *)Py_NewRef(sink);
+        self->conn = Py_NewRef(conn);
+        self->general = Py_NewRef(general);
+        self->request = Py_NewRef(request);
+        self->capture = capture;
+        self->clock = clock != Py_None ? Py_NewRef(clock) : NULL;
+        self->write = NULL;
+        for (k = 0; k < 7; k++) {
+            Py_XDECREF(old[k]);
+        }
     }
     self->enabled = 1;
     self->taken = 0;
     return 0;
 }
 
+/* What feed() uses, each held by a strong reference for the whole call (see the top of the file). */
+typedef struct {
+    SinkObject *sink;
+    PyObject *conn;
+    PyObject *general;
+    PyObject *request;
+    PyObject *capture;
+    PyObject *clock;
+    PyObject *write;
+} Held;
+
+static void
+held_take(Held *held, ReaderObject *self)
+{
+    held->sink = self->sink;
+    held->conn = self->conn;
+    held->general = self->general;
+    held->request = self->request;
+    held->capture = self->capture;
+    held->clock = self->clock;
+    held->write = self->write;
+    Py_XINCREF(held->sink);
+    Py_XINCREF(held->conn);
+    Py_XINCREF(held->general);
+    Py_XINCREF(held->request);
+    Py_XINCREF(held->capture);
+    Py_XINCREF(held->clock);
+    Py_XINCREF(held->write);
+}
+
+static void
+held_drop(Held *held)
+{
+    Py_XDECREF(held->sink);
+    Py_XDECREF(held->conn);
+    Py_XDECREF(held->general);
+    Py_XDECREF(held->request);
+    Py_XDECREF(held->capture);
+    Py_XDECREF(held->clock);
+    Py_XDECREF(held->write);
+}
+
 /* now in seconds; -1.0 with an exception set on error */
 static double
-reader_now(ReaderObject *self)
+reader_now(PyObject *clock)
 {
-    if (self->clock == NULL) {
+    if (clock == NULL) {
 #ifdef CLOCK_MONOTONIC
         struct timespec ts;
         if (clock_gettime(CLOCK_MONOTONIC, &ts) == 0) {
@@ -442,7 +506,7 @@ reader_now(ReaderObject *self)
 #endif
     }
     else {
-        PyObject *value = PyObject_CallNoArgs(self->clock);
+        PyObject *value = PyObject_CallNoArgs(clock);
         double now;
         if (value == NULL) {
             return -1.0;
@@ -455,20 +519,20 @@ reader_now(ReaderObject *self)
 
 /* 1: the response was taken and the next request written; 0: it goes the general way; -1: error */
 static int
-reader_take(ReaderObject *self)
+reader_take(ReaderObject *self, Held *held)
 {
-    SinkObject *sink = self->sink;
+    SinkObject *sink = held->sink;
     PyObject *busy, *value, *result;
     double now, intended;
     int ok;
-    now = reader_now(self);
+    now = reader_now(held->clock);
     if (now == -1.0 && PyErr_Occurred()) {
         return -1;
     }
     if (!(now < sink->until) || (sink->counted && sink->left <= 0)) {
         return 0;
     }
-    busy = PyObject_GetAttr(self->conn, str_busy);
+    busy = PyObject_GetAttr(held->conn, str_busy);
     if (busy == NULL) {
         return -1;
     }
@@ -477,7 +541,7 @@ reader_take(ReaderObject *self)
     if (!ok) {
         return 0;
     }
-    value = PyObject_GetAttr(self->conn, str_t_intended);
+    value = PyObject_GetAttr(held->conn, str_t_intended);
     if (value == NULL) {
         return -1;
     }
@@ -499,12 +563,13 @@ reader_take(ReaderObject *self)
     if (value == NULL) {
         return -1;
     }
-    ok = PyObject_SetAttr(self->conn, str_t_intended, value) == 0 && PyObject_SetAttr(self->conn, str_t_send, value) == 0;
+    ok = PyObject_SetAttr(held->conn, str_t_intended, value) == 0 &&
+         PyObject_SetAttr(held->conn, str_t_send, value) == 0;
     Py_DECREF(value);
     if (!ok) {
         return -1;
     }
-    result = PyObject_CallOneArg(self->write, self->request);
+    result = PyObject_CallOneArg(held->write, held->request);
     if (result == NULL) {
         return -1;
     }
@@ -515,25 +580,54 @@ reader_take(ReaderObject *self)
 static PyObject *
 reader_feed(ReaderObject *self, PyObject *data)
 {
-    PyObject *args[2];
-    if (self->enabled && self->write != NULL && PyBytes_CheckExact(data)) {
-        int kind = scan_response(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), self->capture);
+    PyObject *args[2], *out = NULL;
+    Held held;
+    held_take(&held, self);
+    if (held.sink == NULL || held.conn == NULL || held.general == NULL || held.request == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Reader.__init__ was not called");
+        goto done;
+    }
+    if (self->enabled && held.write != NULL && PyBytes_CheckExact(data)) {
+        int kind = scan_response(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), held.capture);
         if (kind == NOT_ONE) {
             self->enabled = 0;
         }
         else if (kind == ONE_FAST) {
-            int taken = reader_take(self);
+            int taken = reader_take(self, &held);
             if (taken < 0) {
-                return NULL;
+                goto done;
             }
             if (taken) {
-                Py_RETURN_NONE;
+                out = Py_NewRef(Py_None);
+                goto done;
             }
         }
     }
-    args[0] = self->conn;
+    args[0] = held.conn;
     args[1] = data;
-    return PyObject_Vectorcall(self->general, args, 2, NULL);
+    out = PyObject_Vectorcall(held.general, args, 2, NULL);
+done:
+    held_drop(&held);
+    return out;
+}
+
+static PyObject *
+reader_get_write(ReaderObject *self, void *Py_UNUSED(closure))
+{
+    return Py_NewRef(self->write != NULL ? self->write : Py_None);
+}
+
+static int
+reader_set_write(ReaderObject *self, PyObject *value, void *Py_UNUSED(closure))
+{
+    PyObject *old = self->write;
+    if (value != NULL && value != Py_None && !PyCallable_Check(value)) {
+        PyErr_SetString(PyExc_TypeError, "write must be callable or None");
+        return -1;
+    }
+    self->write = (value == NULL || value == Py_None) ? NULL : Py_NewRef(value);
+    Py_XDECREF(old); /* last: a destructor run here sees the reader already consistent */
+    return 0;
 }
 
 static PyObject *
@@ -562,10 +656,15 @@ static PyMethodDef reader_methods[] = {
 };
 
 static PyMemberDef reader_members[] = {
-    {"write", T_OBJECT, offsetof(ReaderObject, write), 0, "The transport's write (set once connected)."},
-    {"enabled", T_BOOL, offsetof(ReaderObject, enabled), 0, "Reads may still be taken here."},
-    {"taken", T_ULONGLONG, offsetof(ReaderObject, taken), READONLY, "Responses taken here."},
+    {"enabled", MEMBER_BOOL, offsetof(ReaderObject, enabled), 0, "Reads may still be taken here."},
+    {"taken", MEMBER_ULONGLONG, offsetof(ReaderObject, taken), MEMBER_READONLY, "Responses taken here."},
     {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef reader_getset[] = {
+    {"write", (getter)reader_get_write, (setter)reader_set_write,
+     "The transport's write (set once connected; None or deleted: nothing is taken here).", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyTypeObject ReaderType = {
@@ -581,6 +680,7 @@ static PyTypeObject ReaderType = {
     .tp_clear = (inquiry)reader_clear,
     .tp_methods = reader_methods,
     .tp_members = reader_members,
+    .tp_getset = reader_getset,
 };
 
 /* ---------------------------------------------------------------------------------------------------- module */

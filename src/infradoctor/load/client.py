@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from infradoctor.load import pyparser
 from infradoctor.load.sse import SSEParser
+from infradoctor.load.taxonomy import PROTOCOL_ERROR, final_status
 
 try:  # pragma: no cover - exercised where httptools is installed (the load extra)
     import httptools
@@ -35,6 +36,15 @@ try:  # pragma: no cover - built by setup.py where a C compiler is present
     from infradoctor.load import _fastpath
 except ImportError:  # pragma: no cover - the Python fast path covers its absence
     _fastpath = None  # type: ignore[assignment]
+
+MAX_INTERIM = 8
+"""Interim (1xx) responses accepted before one request's final response; more is a protocol error."""
+MAX_CAPTURED_CHARS = 8192
+"""Most characters kept of one captured header (its repeated lines joined); the rest is cut."""
+MAX_GAPS = 65_536
+"""Inter-token gaps kept per streamed response (later tokens are counted, their gaps not timed)."""
+MAX_CAPTURED_LINES = 32
+"""Most repeated lines of one captured header read."""
 
 COMPILED_ENV = "INFRADOCTOR_LOAD_COMPILED"
 """Set to ``0`` to keep the compiled fast path off (the Python one runs instead): benchmarks, debugging."""
@@ -102,6 +112,8 @@ class Connection(asyncio.Protocol):
         """When its bytes were written."""
         self.index = 0
         """Request number within the point."""
+        self.interim = 0
+        """Interim (1xx) responses received for the current request."""
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -129,21 +141,44 @@ class Connection(asyncio.Protocol):
         self.closed = True
         if self.busy:
             self.busy = False
-            if self.received and not self.parser.should_keep_alive():
+            status = self.parser.get_status_code() if self.received else 0
+            if self.received and not self.parser.should_keep_alive() and final_status(status):
                 # httptools cannot be told about EOF: a close-delimited body ends here
-                self.status = self.parser.get_status_code()
+                self.status = status
                 self.reusable = False
                 self.driver.on_response(self)
+            elif self.interim and not final_status(status):
+                self.driver.on_failure(self, PROTOCOL_ERROR)  # only interim responses, then the end
             else:
                 self.driver.on_failure(self, "stream_aborted" if self.received else "reset")
         self.driver.on_closed(self)
+        self.release()
+
+    def release(self) -> None:
+        """Let go of per-response buffers once closed.
+
+        The connection and its parser reference each other, so the object itself waits for the garbage collector;
+        what it holds need not.
+        """
+        self.first_chunk = b""
 
     # parser callbacks (no on_headers_complete here: one Python call less per response)
     def on_message_complete(self) -> None:
         if not self.busy:
             return
+        status = self.parser.get_status_code()
+        if not final_status(status):
+            if 100 <= status < 200 and status != 101 and self.interim < MAX_INTERIM:
+                self.interim += 1  # an interim response (100 Continue, 103 Early Hints): the final one follows
+                return
+            # outside 100-599, an upgrade nobody asked for, or interim responses without end
+            self.busy = False
+            self.reusable = False
+            self.driver.on_failure(self, PROTOCOL_ERROR)
+            self.abort()
+            return
         self.busy = False
-        self.status = self.parser.get_status_code()
+        self.status = status
         self.reusable = self.parser.should_keep_alive()
         if self.no_body and self.reusable:
             self.parser = make_parser(self, pure_python=self.pure_python, no_body=self.no_body)
@@ -158,6 +193,7 @@ class Connection(asyncio.Protocol):
         """
         self.busy = True
         self.received = False
+        self.interim = 0
         self.index = index
         if self.has_state:
             self.prepare()
@@ -197,7 +233,12 @@ class HeaderConnection(Connection):
 
 
 def read_headers(head: bytes, names: frozenset[bytes]) -> dict[str, str]:
-    """The headers called ``names`` (lower-case bytes) from raw response bytes (status line, headers, maybe body)."""
+    """The headers called ``names`` (lower-case bytes) from raw response bytes (status line, headers, maybe body).
+
+    Repeated headers are joined by ``', '``; at most :data:`MAX_CAPTURED_LINES` lines and
+    :data:`MAX_CAPTURED_CHARS` characters of each are kept (a peer's 10,000 ``Server-Timing`` lines cost a cut,
+    not a quadratic join).
+    """
     end = head.find(b"\r\n\r\n")
     block = head[:end] if end >= 0 else head
     lower = block.lower()
@@ -208,14 +249,17 @@ def read_headers(head: bytes, names: frozenset[bytes]) -> dict[str, str]:
             continue
         needle = b"\r\n" + name + b":"
         start = lower.find(needle)
-        while start >= 0:
+        parts: list[bytes] = []
+        size = 0
+        while start >= 0 and len(parts) < MAX_CAPTURED_LINES and size < MAX_CAPTURED_CHARS:
             value_start = start + len(needle)
             line_end = block.find(b"\r\n", value_start)
-            raw = block[value_start : line_end if line_end >= 0 else len(block)]
-            key = name.decode("latin-1")
-            text = raw.strip().decode("latin-1")
-            out[key] = f"{out[key]}, {text}" if key in out else text
+            raw = block[value_start : line_end if line_end >= 0 else len(block)].strip()
+            parts.append(raw)
+            size += len(raw) + 2
             start = lower.find(needle, value_start)
+        if parts:
+            out[name.decode("latin-1")] = b", ".join(parts)[:MAX_CAPTURED_CHARS].decode("latin-1")
     return out
 
 
@@ -233,6 +277,11 @@ class StreamConnection(HeaderConnection):
         self.tokens = 0
         self.gaps: list[float] = []
 
+    def release(self) -> None:
+        super().release()
+        self.sse = SSEParser(openai=self.openai)
+        self.gaps = []
+
     def prepare(self) -> None:
         self.sse = SSEParser(openai=self.openai)
         self.t_first_token = 0.0
@@ -246,10 +295,12 @@ class StreamConnection(HeaderConnection):
             now = self.clock()
             if self.tokens == 0:
                 self.t_first_token = now
-            else:
+            elif len(self.gaps) < MAX_GAPS:
                 self.gaps.append(now - self.t_last_token)
             # tokens that arrive in one read share its timestamp: their gaps are 0
-            self.gaps.extend([0.0] * (count - 1))
+            room = MAX_GAPS - len(self.gaps)
+            if room > 0:
+                self.gaps.extend([0.0] * min(count - 1, room))
             self.t_last_token = now
             self.tokens += count
 
@@ -384,7 +435,13 @@ def fast_completion(
     def on_message_complete(self: Connection) -> None:
         now = clock()
         parser = self.parser
-        if now < sink.until and self.busy and parser.get_status_code() == 200 and parser.should_keep_alive():
+        if (
+            now < sink.until
+            and self.busy
+            and parser.get_status_code() == 200
+            and parser.should_keep_alive()
+            and not self.interim  # (the general path resets it for the next request)
+        ):
             if search is not None:
                 head = self.first_chunk
                 end = head.find(b"\r\n\r\n")  # the whole head came in the first read (see HeaderConnection)

@@ -5,9 +5,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infradoctor.load.taxonomy import REJECTION_CLASSES
+
+if TYPE_CHECKING:
+    from infradoctor.load.metrics import LoadMetrics, PointMetrics
 
 
 @dataclass(frozen=True)
@@ -21,19 +24,19 @@ class PointEvidence:
     level: float
     """Offered load: concurrency or rate."""
     completed: int
-    """Finished requests."""
+    """Completed requests (successes and failures)."""
     throughput_rps: float
-    """Completions per second."""
-    goodput_rps: float
-    """Successful completions per second."""
+    """Successful responses per second."""
+    completed_rps: float
+    """Completed requests per second (whether the server kept up with the offered load)."""
     p50_ms: float
-    """Median latency."""
+    """Median latency of the successful responses."""
     p99_ms: float
-    """p99 latency."""
+    """p99 latency of the successful responses."""
     p90_ms: float
-    """p90 latency."""
+    """p90 latency of the successful responses."""
     error_rate: float
-    """Failed / finished."""
+    """Failed / completed."""
     errors: Mapping[str, int]
     """Failures by class."""
     saturated: bool
@@ -43,9 +46,9 @@ class PointEvidence:
     client_cpu_fraction: float | None = None
     """Event-loop thread CPU / wall."""
     first_latencies_ms: Sequence[float] = ()
-    """First requests' latencies in completion order."""
+    """First successful responses' latencies in completion order."""
     window_means_ms: Sequence[float] = ()
-    """Mean latency per 1 s window."""
+    """Mean latency of the successful responses per 1 s window (windows without any left out)."""
     ok_max_ms: float = math.nan
     """Slowest successful response."""
     unsent: int = 0
@@ -83,45 +86,46 @@ class LoadEvidence:
         return [p for p in self.points if not p.saturated and not p.interrupted and p.completed > 0]
 
     @classmethod
-    def from_metrics(cls, metrics: Mapping[str, Any]) -> LoadEvidence:
-        """Evidence from a ``load`` result's metrics."""
-        points = [point_from_dict(p) for p in metrics.get("points") or ()]
-        points.sort(key=lambda p: p.level)
-        timeout = metrics.get("settings", {}).get("timeout_s") if isinstance(metrics.get("settings"), Mapping) else None
+    def from_metrics(cls, metrics: LoadMetrics | Mapping[str, Any]) -> LoadEvidence:
+        """Evidence from a ``load`` result's metrics (typed, or their JSON form)."""
+        from infradoctor.load.metrics import LoadMetrics
+
+        typed = metrics if isinstance(metrics, LoadMetrics) else LoadMetrics.from_dict(metrics)
+        points = sorted((point_evidence(p) for p in typed.points), key=lambda p: p.level)
+        timeout = typed.settings.timeout_s
         return cls(
-            mode=str(metrics.get("mode", "closed")),
+            mode=typed.mode,
             points=tuple(points),
-            knee=metrics.get("knee"),
-            timeout_s=float(timeout) if isinstance(timeout, (int, float)) else math.nan,
+            knee=typed.knee.to_dict() if typed.knee is not None else None,
+            timeout_s=float(timeout) if timeout is not None else math.nan,
         )
 
 
-def _num(value: Any, default: float = math.nan) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+def _num(value: float | None, default: float = math.nan) -> float:
+    return float(value) if value is not None else default
 
 
-def point_from_dict(data: Mapping[str, Any]) -> PointEvidence:
+def point_evidence(point: PointMetrics) -> PointEvidence:
     """A ``metrics.points[]`` entry as evidence."""
-    latency = data.get("latency_ms") or {}
-    windows = data.get("windows") or ()
+    latency = point.latency_ms
     return PointEvidence(
-        label=str(data.get("label", "")),
-        mode=str(data.get("mode", "closed")),
-        level=_num(data.get("offered"), 0.0),
-        completed=int(data.get("completed") or 0),
-        throughput_rps=_num(data.get("throughput_rps"), 0.0),
-        goodput_rps=_num(data.get("goodput_rps"), 0.0),
-        p50_ms=_num(latency.get("p50")),
-        p99_ms=_num(latency.get("p99")),
-        p90_ms=_num(latency.get("p90")),
-        error_rate=_num(data.get("error_rate"), 0.0),
-        errors={str(k): int(v) for k, v in (data.get("errors") or {}).items()},
-        saturated=bool(data.get("saturated")),
-        saturation_reason=data.get("saturation_reason"),
-        client_cpu_fraction=data.get("client_cpu_fraction"),
-        first_latencies_ms=tuple(float(v) for v in data.get("first_latencies_ms") or ()),
-        window_means_ms=tuple(float(w["mean_ms"]) for w in windows if w.get("mean_ms") is not None),
-        ok_max_ms=_num(data.get("ok_max_ms")),
-        unsent=int(data.get("unsent") or 0),
-        interrupted=bool(data.get("interrupted")),
+        label=point.label,
+        mode=point.mode,
+        level=point.offered,
+        completed=point.completed,
+        throughput_rps=point.throughput_rps,
+        completed_rps=point.completed_rps if point.completed_rps is not None else point.throughput_rps,
+        p50_ms=_num(latency.p50),
+        p99_ms=_num(latency.p99),
+        p90_ms=_num(latency.p90),
+        error_rate=point.error_rate,
+        errors=dict(point.errors),
+        saturated=point.saturated,
+        saturation_reason=point.saturation_reason,
+        client_cpu_fraction=point.client_cpu_fraction,
+        first_latencies_ms=tuple(point.first_latencies_ms),
+        window_means_ms=tuple(w.mean_ms for w in point.windows if w.mean_ms is not None),
+        ok_max_ms=_num(latency.max),
+        unsent=point.unsent,
+        interrupted=point.interrupted,
     )

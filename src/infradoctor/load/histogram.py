@@ -12,10 +12,9 @@ from __future__ import annotations
 import functools
 import math
 import os
-import random
 import sys
 from array import array
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from infradoctor.stats import Z_95, quantile_ranks
@@ -179,7 +178,8 @@ class Histogram:
                 elif rank <= 1:
                     out[order[pos]] = float(self.min_us)
                 else:
-                    out[order[pos]] = min(bucket_value(index), float(self.max_us))
+                    # a bucket's middle, within what was recorded (never below the min or above the max)
+                    out[order[pos]] = max(min(bucket_value(index), float(self.max_us)), float(self.min_us))
                 pos += 1
             if pos == len(order):
                 break
@@ -223,6 +223,37 @@ class Histogram:
         out["max"] = _ms(self.max_us)
         out["p99_ci"] = [_ms(lo), _ms(hi)]
         return out
+
+    def sample_ms(self, limit: int) -> list[float]:
+        """At most ``limit`` values (ms, ascending) with this histogram's distribution, for bootstrap comparisons.
+
+        With ``count <= limit``, every recorded value (as :meth:`percentiles_us` reads it); else the middle rank
+        of each of ``limit`` equal slices, except that the slices the standard percentiles fall in take exactly
+        the histogram's ranks for them. Either way (for ``limit >= 1000``, where those percentiles fall in
+        distinct slices) the nearest-rank p50/p90/p95/p99/p99.9, min and max of the sample are the histogram's
+        own: a statistic of the stored sample and the summary are one number.
+        """
+        n = self.count
+        k = min(limit, n)
+        if k <= 0:
+            return []
+        if k == n:
+            ranks = list(range(1, n + 1))
+        else:
+            ranks = [((2 * i + 1) * n) // (2 * k) + 1 for i in range(k)]
+            for pct in (0.0, *STANDARD_PERCENTILES, 100.0):
+                index = max(1, math.ceil(pct / 100.0 * k)) - 1
+                rank = max(1, math.ceil(pct / 100.0 * n))
+                ranks[index] = rank
+                for j in range(index - 1, -1, -1):  # keep the ranks ascending around the one just set
+                    if ranks[j] <= rank:
+                        break
+                    ranks[j] = rank
+                for j in range(index + 1, k):
+                    if ranks[j] >= rank:
+                        break
+                    ranks[j] = rank
+        return [_ms(v) for v in self.values_at_ranks(ranks)]
 
     def to_dict(self) -> dict[str, object]:
         """Sparse serialisable form (index -> count) for merging across processes."""
@@ -286,70 +317,3 @@ def percentile_key(pct: float) -> str:
 
 def _ms(value_us: float) -> float:
     return round(value_us / 1000.0, 4) if math.isfinite(value_us) else math.nan
-
-
-class ReservoirSample:
-    """A bounded, deterministic uniform sample of a stream: at most ``capacity`` values.
-
-    Algorithm L (Li, 1994) with a seeded generator: after the reservoir fills, it draws how many values to skip
-    before the next replacement, so the per-value cost is one comparison rather than one random number.
-    """
-
-    __slots__ = ("capacity", "values", "seen", "_rng", "_weight", "next_replace")
-
-    def __init__(self, capacity: int = 5000, seed: int = 0) -> None:
-        self.capacity = capacity
-        self.values: list[float] = []
-        self.seen = 0
-        self._rng = random.Random(seed)
-        self._weight = 1.0
-        self.next_replace = -1
-        """1-based position of the next value that enters the full reservoir."""
-
-    def add(self, value: float) -> None:
-        """Offer one value."""
-        self.seen += 1
-        if self.seen <= self.capacity:
-            self.values.append(value)
-            if self.seen == self.capacity:
-                self._weight = math.exp(math.log(self._uniform()) / self.capacity)
-                self._skip()
-            return
-        if self.seen == self.next_replace:
-            self.values[self._rng.randrange(self.capacity)] = value
-            self._weight *= math.exp(math.log(self._uniform()) / self.capacity)
-            self._skip()
-
-    def add_batch(self, values: Sequence[float], convert: Callable[[float], float]) -> None:
-        """Offer ``convert(v)`` for each of ``values``, in order.
-
-        The same sample as one :meth:`add` each, but past the filling only the values that enter are converted and
-        offered (the others are skipped by arithmetic).
-        """
-        n = len(values)
-        if self.capacity <= 0:  # no sample kept (add() keeps none either)
-            self.seen += n
-            return
-        i = 0
-        while i < n and self.seen < self.capacity:
-            self.add(convert(values[i]))
-            i += 1
-        while i < n:
-            skip = self.next_replace - self.seen - 1  # values before the next one that enters
-            if i + skip >= n:
-                self.seen += n - i
-                return
-            i += skip
-            self.seen += skip
-            self.add(convert(values[i]))  # seen + 1 == next_replace: a replacement
-            i += 1
-
-    def _uniform(self) -> float:
-        return self._rng.random() or 1e-300
-
-    def _skip(self) -> None:
-        if self._weight >= 1.0:
-            self.next_replace = self.seen + 1
-            return
-        gap = math.floor(math.log(self._uniform()) / math.log1p(-self._weight))
-        self.next_replace = self.seen + gap + 1

@@ -67,7 +67,7 @@ def point_state(point: PointResult) -> dict[str, Any]:
                 "completed_in_window",
                 "ok_in_window",
                 "unsent",
-                "ok_max_us",
+                "cancelled",
                 "first_completion_s",
                 "last_window_completion_s",
                 "output_tokens",
@@ -75,11 +75,13 @@ def point_state(point: PointResult) -> dict[str, Any]:
                 "client_cpu_fraction",
                 "loop_lag_max_ms",
                 "interrupted",
+                "unreachable",
             )
         },
         "errors": dict(point.errors),
         "status_counts": dict(point.status_counts),
         "latency": point.latency.to_dict(),
+        "error_latency": point.error_latency.to_dict(),
         "latency_from_send": _hist_state(point.latency_from_send),
         "pacer_lag": _hist_state(point.pacer_lag),
         "network": _hist_state(point.network),
@@ -87,8 +89,6 @@ def point_state(point: PointResult) -> dict[str, Any]:
         "ttft_from_send": _hist_state(point.ttft_from_send),
         "itl": _hist_state(point.itl),
         "stages": {name: hist.to_dict() for name, hist in point.stages.items()},
-        "sample_ms": list(point.sample_ms),
-        "sample_seen": point.completed,
         "first_latencies_ms": list(point.first_latencies_ms),
         "windows": [list(w) for w in point.windows],
     }
@@ -100,6 +100,7 @@ def point_from_state(state: dict[str, Any]) -> PointResult:
     point.errors = dict(state["errors"])
     point.status_counts = {int(k): v for k, v in state["status_counts"].items()}
     point.latency = Histogram.from_dict(state["latency"])
+    point.error_latency = Histogram.from_dict(state["error_latency"])
     point.latency_from_send = _hist_from(state["latency_from_send"])
     point.pacer_lag = _hist_from(state["pacer_lag"])
     point.network = _hist_from(state["network"])
@@ -107,7 +108,6 @@ def point_from_state(state: dict[str, Any]) -> PointResult:
     point.ttft_from_send = _hist_from(state["ttft_from_send"])
     point.itl = _hist_from(state["itl"])
     point.stages = {name: Histogram.from_dict(h) for name, h in state["stages"].items()}
-    point.sample_ms = list(state["sample_ms"])
     point.first_latencies_ms = list(state["first_latencies_ms"])
     point.windows = [list(w) for w in state["windows"]]
     return point
@@ -121,9 +121,7 @@ def _merge_hist(a: Histogram | None, b: Histogram | None) -> Histogram | None:
     return a
 
 
-def merge_points(
-    points: list[PointResult], *, label: str, concurrency: int | None, rate: float | None, sample_capacity: int = 5000
-) -> PointResult:
+def merge_points(points: list[PointResult], *, label: str, concurrency: int | None, rate: float | None) -> PointResult:
     """One point from the shares of several processes: counts add, histograms merge, the worst CPU counts."""
     first = points[0]
     merged = PointResult(
@@ -142,13 +140,13 @@ def merge_points(
             "completed_in_window",
             "ok_in_window",
             "unsent",
+            "cancelled",
             "output_tokens",
             "stream_ok",
         ):
             setattr(merged, name, getattr(merged, name) + getattr(point, name))
         merged.duration_s = max(merged.duration_s, point.duration_s)
         merged.elapsed_s = max(merged.elapsed_s, point.elapsed_s)
-        merged.ok_max_us = max(merged.ok_max_us, point.ok_max_us)
         if point.first_completion_s is not None:
             merged.first_completion_s = min(merged.first_completion_s or math.inf, point.first_completion_s)
         if point.last_window_completion_s is not None:
@@ -163,11 +161,13 @@ def merge_points(
                 else max(merged.client_cpu_fraction, point.client_cpu_fraction)
             )
         merged.interrupted = merged.interrupted or point.interrupted
+        merged.unreachable = merged.unreachable or point.unreachable
         for key, count in point.errors.items():
             merged.errors[key] = merged.errors.get(key, 0) + count
         for status, count in point.status_counts.items():
             merged.status_counts[status] = merged.status_counts.get(status, 0) + count
         merged.latency.merge(point.latency)
+        merged.error_latency.merge(point.error_latency)
         merged.latency_from_send = _merge_hist(merged.latency_from_send, point.latency_from_send)
         merged.pacer_lag = _merge_hist(merged.pacer_lag, point.pacer_lag)
         merged.network = _merge_hist(merged.network, point.network)
@@ -185,17 +185,6 @@ def merge_points(
             target[2] += window[2]
             target[3] = max(target[3], window[3])
     merged.first_latencies_ms = list(first.first_latencies_ms)
-    # each share's sample is uniform over its requests: take from each in proportion to its request count
-    total = sum(p.completed for p in points) or 1
-    sample: list[float] = []
-    for point in points:
-        want = round(sample_capacity * point.completed / total)
-        values = point.sample_ms
-        if len(values) > want > 0:
-            step = len(values) / want
-            values = [values[int(i * step)] for i in range(want)]
-        sample.extend(values[: max(want, 0)] if want else [])
-    merged.sample_ms = sample[:sample_capacity]
     return merged
 
 
@@ -238,7 +227,6 @@ async def run_point_processes(
     duration_s: float | None,
     requests: int | None,
     seed: int,
-    sample_capacity: int,
     on_request: RequestCallback | None,
     on_progress: ProgressCallback | None,
     stop: StopSignal | None,
@@ -264,7 +252,6 @@ async def run_point_processes(
     start_at = time.time() + START_DELAY_S
     common = {
         "duration_s": duration_s,
-        "sample_capacity": sample_capacity,
         "arrivals": arrivals,
         "start_at": start_at,
         **options,
@@ -296,7 +283,6 @@ async def run_point_processes(
         label=label or point_label(concurrency, rate),
         concurrency=concurrency,
         rate=rate,
-        sample_capacity=sample_capacity,
     )
 
 

@@ -7,6 +7,7 @@ close (``feed_eof``), and handles back-to-back responses on a keep-alive connect
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 
@@ -16,6 +17,12 @@ class HttpParserError(Exception):
 
 _HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_CRLF, _TRAILER, _UNTIL_CLOSE = range(7)
 _MAX_HEAD = 1 << 16
+"""Longest response head accepted (status line and headers)."""
+_MAX_LINE = 1 << 12
+"""Longest chunk-size or trailer line accepted."""
+_STATUS = re.compile(rb"[0-9]{3}")
+_DIGITS = re.compile(rb"[0-9]{1,18}")
+_HEX = re.compile(rb"[0-9A-Fa-f]{1,15}")
 
 
 class PyResponseParser:
@@ -27,11 +34,14 @@ class PyResponseParser:
         self._on_headers_complete = getattr(callbacks, "on_headers_complete", None)
         self._on_body = getattr(callbacks, "on_body", None)
         self._on_message_complete = getattr(callbacks, "on_message_complete", None)
-        self._buffer = b""
+        self._buffer = bytearray()
+        """Unparsed bytes (a bytearray: appends and cuts from the front cost only what they move)."""
         self._state = _HEAD
         self._remaining = 0
         self._status = 0
         self._keep_alive = True
+        self._scanned = 0
+        """How much of the buffer is known to hold no line end (each byte is searched once)."""
         self.no_body = False
         """Set by the caller for responses to HEAD requests."""
 
@@ -57,23 +67,35 @@ class PyResponseParser:
             return True
         return False
 
+    def _find(self, needle: bytes, limit: int, what: str) -> int:
+        """Where ``needle`` starts in the buffer, or -1; searches only bytes not searched before (linear time)."""
+        end = self._buffer.find(needle, max(0, self._scanned - len(needle) + 1))
+        if end < 0:
+            self._scanned = len(self._buffer)
+            if len(self._buffer) > limit:
+                raise HttpParserError(f"{what} longer than {limit} bytes")
+            return -1
+        self._scanned = 0
+        if end > limit:
+            raise HttpParserError(f"{what} longer than {limit} bytes")
+        return end
+
     def _step(self) -> bool:
         state = self._state
         if state == _HEAD:
-            end = self._buffer.find(b"\r\n\r\n")
+            end = self._find(b"\r\n\r\n", _MAX_HEAD, "response head")
             if end < 0:
-                if len(self._buffer) > _MAX_HEAD:
-                    raise HttpParserError("response head too large")
                 return False
-            head, self._buffer = self._buffer[:end], self._buffer[end + 4 :]
+            head = bytes(self._buffer[:end])
+            del self._buffer[: end + 4]
             self._parse_head(head)
             return True
         if state == _LENGTH:
             if self._remaining == 0:
                 self._complete()
                 return bool(self._buffer)
-            chunk = self._buffer[: self._remaining]
-            self._buffer = self._buffer[len(chunk) :]
+            chunk = bytes(self._buffer[: self._remaining])
+            del self._buffer[: len(chunk)]
             self._remaining -= len(chunk)
             if chunk and self._on_body is not None:
                 self._on_body(chunk)
@@ -81,19 +103,21 @@ class PyResponseParser:
                 self._complete()
             return bool(self._buffer)
         if state == _UNTIL_CLOSE:
-            chunk, self._buffer = self._buffer, b""
+            chunk = bytes(self._buffer)
+            self._buffer.clear()
             if self._on_body is not None:
                 self._on_body(chunk)
             return False
         if state == _CHUNK_SIZE:
-            end = self._buffer.find(b"\r\n")
+            end = self._find(b"\r\n", _MAX_LINE, "chunk-size line")
             if end < 0:
                 return False
-            line, self._buffer = self._buffer[:end], self._buffer[end + 2 :]
-            try:
-                size = int(line.split(b";", 1)[0].strip(), 16)
-            except ValueError:
-                raise HttpParserError(f"bad chunk size {line[:20]!r}") from None
+            line = bytes(self._buffer[:end])
+            del self._buffer[: end + 2]
+            digits = line.split(b";", 1)[0].strip(b" \t")
+            if not _HEX.fullmatch(digits):
+                raise HttpParserError(f"bad chunk size {line[:20]!r}")
+            size = int(digits, 16)
             if size == 0:
                 self._state = _TRAILER
             else:
@@ -101,8 +125,8 @@ class PyResponseParser:
                 self._state = _CHUNK_DATA
             return True
         if state == _CHUNK_DATA:
-            chunk = self._buffer[: self._remaining]
-            self._buffer = self._buffer[len(chunk) :]
+            chunk = bytes(self._buffer[: self._remaining])
+            del self._buffer[: len(chunk)]
             self._remaining -= len(chunk)
             if chunk and self._on_body is not None:
                 self._on_body(chunk)
@@ -114,14 +138,15 @@ class PyResponseParser:
                 return False
             if self._buffer[:2] != b"\r\n":
                 raise HttpParserError("missing CRLF after chunk")
-            self._buffer = self._buffer[2:]
+            del self._buffer[:2]
             self._state = _CHUNK_SIZE
             return True
         # _TRAILER: skip trailer lines up to the empty line
-        end = self._buffer.find(b"\r\n")
+        end = self._find(b"\r\n", _MAX_LINE, "trailer line")
         if end < 0:
             return False
-        line, self._buffer = self._buffer[:end], self._buffer[end + 2 :]
+        line = bytes(self._buffer[:end])
+        del self._buffer[: end + 2]
         if not line:
             self._complete()
         return True
@@ -129,12 +154,11 @@ class PyResponseParser:
     def _parse_head(self, head: bytes) -> None:
         lines = head.split(b"\r\n")
         status_line = lines[0].split(b" ", 2)
-        if len(status_line) < 2 or not status_line[0].startswith(b"HTTP/1."):
+        if len(status_line) < 2 or status_line[0] not in (b"HTTP/1.1", b"HTTP/1.0"):
             raise HttpParserError(f"bad status line {lines[0][:40]!r}")
-        try:
-            self._status = int(status_line[1])
-        except ValueError:
-            raise HttpParserError(f"bad status code {status_line[1][:10]!r}") from None
+        if not _STATUS.fullmatch(status_line[1]):
+            raise HttpParserError(f"bad status code {status_line[1][:10]!r}")
+        self._status = int(status_line[1])
         http10 = status_line[0] == b"HTTP/1.0"
         self._keep_alive = not http10
         length: int | None = None
@@ -147,10 +171,9 @@ class PyResponseParser:
             value = value.strip()
             lower = name.lower()
             if lower == b"content-length":
-                try:
-                    length = int(value)
-                except ValueError:
-                    raise HttpParserError("bad Content-Length") from None
+                if not _DIGITS.fullmatch(value) or (length is not None and length != int(value)):
+                    raise HttpParserError("bad Content-Length")
+                length = int(value)
             elif lower == b"transfer-encoding":
                 chunked = b"chunked" in value.lower()
             elif lower == b"connection":

@@ -1,11 +1,23 @@
-"""Server-side stage times from response headers: W3C ``Server-Timing`` and Envoy's upstream service time."""
+"""Server-side stage times from response headers: W3C ``Server-Timing`` and Envoy's upstream service time.
+
+What a peer sends is bounded before use: a header value is read up to :data:`MAX_HEADER_CHARS`, at most
+:data:`MAX_METRICS` metrics of it, and a duration counts only as a finite number from 0 to :data:`MAX_STAGE_MS`
+(``dur=1e308``, ``inf`` or a 400-digit number are not durations).
+"""
 
 from __future__ import annotations
 
-import math
+from infradoctor.bounded import read_float
 
 ENVOY_STAGE = "envoy_upstream"
 """Stage name given to ``x-envoy-upstream-service-time`` (milliseconds the upstream took, seen by Envoy)."""
+
+MAX_HEADER_CHARS = 4096
+"""Characters of a ``Server-Timing`` value read (the rest is ignored)."""
+MAX_METRICS = 32
+"""Metrics of one ``Server-Timing`` value read."""
+MAX_STAGE_MS = 86_400_000.0
+"""Longest stage duration taken as one (a day, in ms)."""
 
 TOTAL_NAMES = ("total", "app", "server")
 """Server-Timing metric names taken as the server's total time, in this order of preference."""
@@ -14,10 +26,10 @@ TOTAL_NAMES = ("total", "app", "server")
 def parse_server_timing(value: str) -> dict[str, float]:
     """Stage durations in ms from a ``Server-Timing`` value (``db;dur=53, app;desc="x";dur=47.2``).
 
-    Metrics without ``dur`` are skipped; a repeated name keeps its first duration, as the spec says.
+    Metrics without a usable ``dur`` are skipped; a repeated name keeps its first duration, as the spec says.
     """
     out: dict[str, float] = {}
-    for metric in _split_outside_quotes(value, ","):
+    for metric in _split_outside_quotes(value[:MAX_HEADER_CHARS], ",")[:MAX_METRICS]:
         parts = _split_outside_quotes(metric, ";")
         if not parts:
             continue
@@ -28,23 +40,16 @@ def parse_server_timing(value: str) -> dict[str, float]:
             key, _, raw = param.partition("=")
             if key.strip().lower() != "dur":
                 continue
-            try:
-                duration = float(raw.strip().strip('"'))
-            except ValueError:
-                break
-            if math.isfinite(duration) and duration >= 0:
+            duration = read_float(raw.strip().strip('"'), low=0.0, high=MAX_STAGE_MS)
+            if duration is not None:
                 out[name] = duration
             break
     return out
 
 
 def parse_envoy_upstream_time(value: str) -> float | None:
-    """``x-envoy-upstream-service-time`` in ms, or None when it is not a number."""
-    try:
-        parsed = float(value.strip())
-    except ValueError:
-        return None
-    return parsed if math.isfinite(parsed) and parsed >= 0 else None
+    """``x-envoy-upstream-service-time`` in ms, or None when it is not a duration."""
+    return read_float(value.strip()[:64], low=0.0, high=MAX_STAGE_MS)
 
 
 def server_total_ms(stages: dict[str, float]) -> float | None:
@@ -72,6 +77,8 @@ def stages_from_headers(headers: dict[str, str]) -> dict[str, float]:
 
 
 def _split_outside_quotes(text: str, sep: str) -> list[str]:
+    if '"' not in text:  # the common case: no quoted descriptions
+        return [p for p in (p.strip() for p in text.split(sep)) if p]
     parts: list[str] = []
     current: list[str] = []
     quoted = False

@@ -1,14 +1,24 @@
-"""Sweeps over load levels: fixed lists, ``auto`` concurrency doubling, and the ``--rate auto`` SLO search."""
+"""Sweeps over load levels: fixed lists, ``auto`` concurrency doubling, and the ``--rate auto`` SLO search.
+
+Per-point hooks: ``on_point`` gets each finished point; *observers* (:class:`PointObserver`) are told when each
+point starts and ends and return what they recorded during it (a router's or model server's own metrics, sampled
+while the point ran), which lands in ``PointResult.observations`` and ``metrics.points[].observations`` under the
+observer's name; :func:`infradoctor.load.run` also asks them for findings over the whole run.
+"""
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from infradoctor.load.engine import PointResult, StopSignal, run_point_async, run_sync
+if TYPE_CHECKING:
+    from infradoctor.findings import Finding
+    from infradoctor.load.metrics import LoadMetrics
+
+from infradoctor.load.engine import PointResult, StopSignal, point_label, run_point_async, run_sync
 from infradoctor.load.knee import CurvePoint, Knee, find_knee
 from infradoctor.load.spec import RequestSpec
 
@@ -72,7 +82,7 @@ class Slo:
         """(met, latency at the SLO percentile in ms) for one open-loop point."""
         value = point.latency.percentiles_us([self.percentile])[0] / 1000.0 if point.latency.count else math.inf
         offered = point.rate or 0.0
-        achieved_ok = offered <= 0 or point.throughput_rps >= SLO_MIN_ACHIEVED * offered
+        achieved_ok = offered <= 0 or point.completed_rps >= SLO_MIN_ACHIEVED * offered
         met = value <= self.max_ms and point.error_rate <= self.max_error_rate and achieved_ok and point.unsent == 0
         return met, value
 
@@ -95,7 +105,8 @@ class SweepResult:
     points: list[PointResult] = field(default_factory=list)
     """Points in the order they ran."""
     stop_reason: str = "done"
-    """``done``, ``knee``, ``errors``, ``generator-saturated``, ``max-concurrency``, ``slo-search``, ``interrupted``."""
+    """``done``, ``knee``, ``errors``, ``generator-saturated``, ``max-concurrency``, ``slo-search``, ``unreachable``
+    (nothing connected), ``interrupted``."""
     slo: Slo | None = None
     """The SLO of a rate search."""
     slo_max_rate: float | None = None
@@ -107,9 +118,14 @@ class SweepResult:
         return self.stop_reason == "interrupted"
 
     @property
+    def unreachable(self) -> bool:
+        """The sweep was given up because nothing connected."""
+        return self.stop_reason == "unreachable"
+
+    @property
     def knee(self) -> Knee | None:
         """The knee among the points where the generator was not saturated."""
-        valid = [p for p in self.points if not p.saturated and not p.interrupted]
+        valid = [p for p in self.points if not p.saturated and not p.interrupted and not p.unreachable]
         knee = find_knee([curve_point(p) for p in valid])
         if knee is None:
             return None
@@ -119,8 +135,9 @@ class SweepResult:
 
 def curve_point(point: PointResult) -> CurvePoint:
     """A point's position on the throughput-latency curve."""
-    if not point.latency.count:
-        return CurvePoint(point.level, point.goodput_rps, math.nan, point.error_rate)
+    n = point.latency.count
+    if not n:
+        return CurvePoint(point.level, point.throughput_rps, math.nan, point.error_rate)
     p99 = point.latency.percentiles_us([99.0])[0] / 1000.0
     ci: tuple[float, float] | None = None
     if point.latency.quantile_ci_ranks(0.99)[1] < point.latency.count:
@@ -128,10 +145,32 @@ def curve_point(point: PointResult) -> CurvePoint:
         # cold or timed-out request would set; fewer, and the knee rule does without intervals
         low, high = point.latency.quantile_ci_us(0.99)
         ci = (low / 1000.0, high / 1000.0)
-    return CurvePoint(point.level, point.goodput_rps, p99, point.error_rate, ci)
+    return CurvePoint(point.level, point.throughput_rps, p99, point.error_rate, ci, n)
 
 
 PointCallback = Callable[[PointResult], None]
+
+
+class PointObserver(Protocol):
+    """Something that watches each point from the side (e.g. a sampler of the router's or server's metrics).
+
+    ``point_started`` runs just before a point (in the event loop: keep it short, start a task or thread for the
+    sampling), ``point_finished`` just after it and returns what it recorded, stored as
+    ``point.observations[name]`` (plain JSON data), or None to store nothing; ``findings`` runs once after the
+    sweep, over the whole result's metrics.
+    """
+
+    name: str
+    """Key of its observations."""
+
+    def point_started(self, label: str, level: float, mode: str) -> None:
+        """A point is about to run."""
+
+    def point_finished(self, point: PointResult) -> Mapping[str, Any] | None:
+        """The point ended: what was observed during it."""
+
+    def findings(self, metrics: LoadMetrics) -> Sequence[Finding]:
+        """Findings from what was observed over the run."""
 
 
 async def run_sweep_async(
@@ -143,6 +182,7 @@ async def run_sweep_async(
     max_concurrency: int = AUTO_MAX_CONCURRENCY,
     start_rate: float = 10.0,
     on_point: PointCallback | None = None,
+    observers: Sequence[PointObserver] = (),
     stop: StopSignal | None = None,
     **point_options: Any,
 ) -> SweepResult:
@@ -155,12 +195,23 @@ async def run_sweep_async(
         if stop is not None and stop.is_set():
             sweep.stop_reason = "interrupted"
             return None
+        offered = float(level.get("concurrency") or level.get("rate") or 0.0)
+        label = point_label(level.get("concurrency"), level.get("rate"))
+        for observer in observers:
+            observer.point_started(label, offered, sweep.mode)
         result = await run_point_async(spec, stop=stop, **level, **point_options)
+        for observer in observers:
+            observed = observer.point_finished(result)
+            if observed is not None:
+                result.observations[observer.name] = dict(observed)
         sweep.points.append(result)
         if on_point is not None:
             on_point(result)
         if result.interrupted:
             sweep.stop_reason = "interrupted"
+            return None
+        if result.unreachable:
+            sweep.stop_reason = "unreachable"
             return None
         return result
 
@@ -239,7 +290,9 @@ def run_sweep(spec: RequestSpec, **options: Any) -> SweepResult:
 
     ``concurrency`` is a list of worker counts or ``"auto"`` (1, 2, 4, ... until two levels past the knee,
     errors above 5%, a saturated generator, or ``max_concurrency``); ``rate`` is a list of rates or ``"auto"``
-    (double from ``start_rate`` until ``slo`` fails, then bisect). ``on_point`` gets each finished point; other
+    (double from ``start_rate`` until ``slo`` fails, then bisect). ``on_point`` gets each finished point,
+    ``observers`` (:class:`PointObserver`) watch each point from the side; a target where nothing connects ends the
+    sweep after its first point (``stop_reason`` ``unreachable``); other
     options go to :func:`~infradoctor.load.engine.run_point_async` (``duration_s``, ``requests``, ``timeout_s``,
     ``arrivals``, ``on_request``, ``on_progress``, ``processes``, ...).
     """

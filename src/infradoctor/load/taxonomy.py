@@ -1,7 +1,8 @@
 """The error taxonomy: one class name per way a request can fail, the same for every point and every command.
 
-Transport classes come from what the socket did; HTTP classes from the status code. Timed-out requests are also
-kept in the latency statistics at their timeout (never dropped), so a tail made of timeouts still shows.
+Transport classes come from what the socket did; HTTP classes from the status code. A failed request of any class
+is kept in the point's error latency (read timeouts at exactly the timeout), apart from the latency of the
+successful responses.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ RESET = "reset"
 STREAM_ABORTED = "stream_aborted"
 """The response started (headers or some events arrived) and the connection ended before it completed."""
 PROTOCOL_ERROR = "protocol_error"
-"""The response was not valid HTTP/1.1."""
+"""The response was not HTTP/1.1 that completes: unparseable, a status outside 100-599, an upgrade nobody asked
+for, only interim (1xx) responses, or a stream beyond the parser's bounds (a server-sent-event line or event too
+long)."""
 HTTP_429 = "http_429"
 """429 Too Many Requests: the server rejected the request (backpressure)."""
 HTTP_4XX = "http_4xx"
@@ -31,8 +34,15 @@ REJECTION_CLASSES = (HTTP_429, "http_503")
 """Classes by which a server signals it sheds load (backpressure), as opposed to failing."""
 
 
+def final_status(status: int) -> bool:
+    """A status that ends an exchange: 200-599 (1xx are interim; anything outside 100-599 is not HTTP)."""
+    return 200 <= status <= 599
+
+
 def status_class(status: int) -> str | None:
-    """Error class of an HTTP status, or None for a success (1xx-3xx). Each 5xx keeps its own class."""
+    """Error class of a final HTTP status, or None for a success (200-399). Each 5xx keeps its own class."""
+    if not final_status(status):
+        return PROTOCOL_ERROR
     if status < 400:
         return None
     if status == 429:

@@ -16,7 +16,7 @@ then SIGTERM, then SIGKILL, and any worker left behind), then merge both sides i
 ``metrics`` layout: the profile command's metrics (see :mod:`infradoctor.profile`) plus
 
 - ``load``: the load command's metrics (``points``, ``knee``, ``curve``, ``headline``, ``settings``, ...; see
-  :mod:`infradoctor.load.analysis`);
+  :class:`infradoctor.load.metrics.LoadMetrics`);
 - ``service``: ``load_url``, ``ready_url``, ``ready_s`` (seconds from start until the server answered and its
   worker processes held still),
   ``loop`` (per server process: event-loop lag evidence after start-up, as

@@ -16,7 +16,7 @@ then SIGTERM, then SIGKILL, and any worker left behind), then merge both sides i
 ``metrics`` layout: the profile command's metrics (see :mod:`infradoctor.profile`) plus
 
 - ``load``: the load command's metrics (``points``, ``knee``, ``curve``, ``headline``, ``settings``, ...; see
-  :mod:`infradoctor.load.analysis`);
+  :class:`infradoctor.load.metrics.LoadMetrics`);
 - ``service``: ``load_url``, ``ready_url``, ``ready_s`` (seconds from start until the server answered and its
   worker processes held still),
   ``loop`` (per server process: event-loop lag evidence after start-up, as
@@ -43,10 +43,9 @@ import psutil
 
 from infradoctor.errors import UsageError
 from infradoctor.findings import Finding, Location, rank_findings, run_rules
-from infradoctor.load.analysis import build_metrics as build_load_metrics
 from infradoctor.load.analysis import diagnose as diagnose_load
+from infradoctor.load.command import LoadOptions, LoadRun, measure
 from infradoctor.load.spec import RequestSpec, Target
-from infradoctor.load.sweep import SweepResult, run_sweep
 from infradoctor.procs import http_status, wait_until
 from infradoctor.profile.instrument import NO_ALLOC_SAMPLING_ENV
 from infradoctor.profile.launcher import ProfiledProcess, ProfileOptions, start_profiled
@@ -107,14 +106,23 @@ class ServiceLoadOptions:
     stall_threshold_s: float = 0.1
     """Event-loop lag that counts as a stall inside the server."""
 
+    def load_options(self) -> LoadOptions:
+        """The ``load`` command's options for this sweep."""
+        return LoadOptions(
+            url=self.load_url,
+            method=self.method,
+            headers=dict(self.headers),
+            bodies=tuple(self.bodies),
+            concurrency=self.concurrency if isinstance(self.concurrency, str) else list(self.concurrency),
+            max_concurrency=self.max_concurrency,
+            duration_s=self.point_duration_s if self.point_requests is None else None,
+            requests=self.point_requests,
+            timeout_s=self.timeout_s,
+        )
+
     def spec(self) -> RequestSpec:
         """The load engine's request spec; raises UsageError for a bad URL or header."""
-        Target.parse(self.load_url)
-        headers = dict(self.headers)
-        if self.bodies and not any(k.lower() == "content-type" for k in headers):
-            headers["Content-Type"] = "application/json"
-        method = (self.method or ("POST" if self.bodies else "GET")).upper()
-        return RequestSpec(url=self.load_url, method=method, headers=headers, bodies=tuple(self.bodies))
+        return self.load_options().spec()
 
     def probe_url(self) -> str:
         """The readiness URL."""
@@ -273,29 +281,6 @@ def merge_results(
     )
 
 
-def _sweep(spec: RequestSpec, options: ServiceLoadOptions) -> SweepResult:
-    return run_sweep(
-        spec,
-        concurrency=options.concurrency if isinstance(options.concurrency, str) else list(options.concurrency),
-        max_concurrency=options.max_concurrency,
-        duration_s=options.point_duration_s if options.point_requests is None else None,
-        requests=options.point_requests,
-        timeout_s=options.timeout_s,
-    )
-
-
-def _load_settings(spec: RequestSpec, options: ServiceLoadOptions) -> dict[str, Any]:
-    return {
-        "url": spec.url,
-        "method": spec.method,
-        "timeout_s": options.timeout_s,
-        "duration_s": options.point_duration_s if options.point_requests is None else None,
-        "requests": options.point_requests,
-        "levels": options.concurrency if isinstance(options.concurrency, str) else list(options.concurrency),
-        "bodies": len(spec.bodies),
-    }
-
-
 def profile_service(
     argv: Sequence[str],
     options: ServiceLoadOptions,
@@ -319,7 +304,7 @@ def profile_service(
     popts = replace(base, env=_child_env(base.env, serve_dir, options.stall_threshold_s), max_steps=None,
                     duration_s=None)
     notes: list[ErrorNote] = []
-    sweep: SweepResult | None = None
+    load: LoadRun | None = None
     layout: WorkerLayout | None = None
     ready_unix: float | None = None
     ready_s: float | None = None
@@ -340,7 +325,7 @@ def profile_service(
                        alive=lambda: proc.poll() is None)
                 ready_unix = time.time()
                 ready_s = round(time.perf_counter() - t0, 3)
-                sweep = _sweep(spec, options)
+                load = measure(options.load_options())
                 try:
                     layout = worker_layout(proc.pid)
                 except psutil.Error as exc:
@@ -355,12 +340,14 @@ def profile_service(
     finally:
         proc.close()
         shutil.rmtree(serve_dir, ignore_errors=True)
-    requests = sum(p.sent for p in sweep.points) if sweep is not None else None
+    requests = sum(p.sent for p in load.sweep.points) if load is not None else None
     serving_rules = replace(rule_options or RuleOptions(), serving=True, requests=requests)
     profile_result = build_result(evidence, started_at=started_at, rule_options=serving_rules)
-    load_metrics = build_load_metrics(sweep, _load_settings(spec, options)) if sweep is not None else None
-    if sweep is not None and not any(p.ok for p in sweep.points):
-        notes.append(ErrorNote(LOAD_FAILED, f"no request to {spec.url} succeeded"))
+    load_metrics = load.metrics.to_dict() if load is not None else None
+    if load is not None:
+        notes.extend(n for n in load.notes if n.source != "load.target")  # (LOAD_FAILED says it for the service)
+        if not any(p.ok for p in load.sweep.points):
+            notes.append(ErrorNote(LOAD_FAILED, f"no request to {spec.url} succeeded"))
     service = {"load_url": spec.url, "ready_url": probe, "ready_s": ready_s, "stop_exit_status": stop_status}
     return merge_results(profile_result, load_metrics, loops, layout, service, notes,
                          duration_s=time.perf_counter() - t0, cwd=(rule_options or RuleOptions()).cwd)

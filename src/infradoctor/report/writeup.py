@@ -29,7 +29,8 @@ _AFTER = re.compile(r"^(?P<scenario>.*?)[-_:/ ]?(after|fixed|improved|fix)$", re
 COMMAND_ASSUMPTIONS = {
     "profile": "The workload ran as a child process under light instrumentation (patched PyTorch entry points, "
     "no per-op tracing); the instrumentation's overhead is measured by the profile benchmark, not in these runs.",
-    "load": "Load came from this machine; latency percentiles are from HDR-style histograms, open-loop latencies "
+    "load": "Load came from this machine; latency percentiles are of successful responses (failures are counted "
+    "and timed apart), from HDR-style histograms; open-loop latencies "
     "are measured from the intended send time (coordinated omission corrected), and points where the load "
     "generator saturated are excluded from verdicts.",
     "route": "Routed and direct requests were interleaved in time at the same concurrency, so drift affects both.",

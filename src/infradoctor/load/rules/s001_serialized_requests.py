@@ -13,7 +13,7 @@ Why it matters:
 How it is measured:
     Lowest-load point *a* and the highest non-saturated point *b* with ``level_b >= 4 * level_a``, both with an
     error rate below 1% and ``p50_a >= MIN_P50_MS`` (1 ms): S001 fires when
-    ``goodput_b < MAX_SCALING * goodput_a`` (1.3x) and
+    ``throughput_b < MAX_SCALING * throughput_a`` (1.3x) and
     ``p50_b >= LATENCY_SHARE * (level_b / level_a) * p50_a`` (0.35: latency grows at least about a third as fast as
     concurrency; Little's law for a single server says as fast, but in a short point the first wave dominates:
     the c requests sent at once finish after 1, 2, ..., c service times, a median of about c/2, so a serialized
@@ -45,7 +45,7 @@ RULE = Rule(
 MIN_LEVEL_RATIO = 4.0
 """The compared concurrencies must differ by at least this factor."""
 MAX_SCALING = 1.3
-"""Goodput must grow by less than this factor over that range."""
+"""Throughput (successful responses per second) must grow by less than this factor over that range."""
 LATENCY_SHARE = 0.35
 """Median latency must grow at least this share of the concurrency ratio (below the first wave's 1/2)."""
 MAX_ERROR_RATE = 0.01
@@ -60,7 +60,7 @@ def check(evidence: LoadEvidence, options: Mapping[str, Any] | None = None) -> l
     """S001 when throughput stays flat while latency follows concurrency."""
     if evidence.mode != "closed":
         return []
-    points = [p for p in evidence.valid_points if p.error_rate < MAX_ERROR_RATE and p.goodput_rps > 0]
+    points = [p for p in evidence.valid_points if p.error_rate < MAX_ERROR_RATE and p.throughput_rps > 0]
     if len(points) < 2:
         return []
     low = points[0]
@@ -71,19 +71,19 @@ def check(evidence: LoadEvidence, options: Mapping[str, Any] | None = None) -> l
         return []
     high = far[-1]
     ratio = high.level / low.level
-    scaling = high.goodput_rps / low.goodput_rps
+    scaling = high.throughput_rps / low.throughput_rps
     latency_ratio = high.p50_ms / low.p50_ms if low.p50_ms > 0 else 0.0
     if scaling >= MAX_SCALING or latency_ratio < LATENCY_SHARE * ratio:
         return []
     return [
         RULE.finding(
-            f"Throughput stays at {low.goodput_rps:.1f} -> {high.goodput_rps:.1f} req/s from concurrency "
+            f"Throughput stays at {low.throughput_rps:.1f} -> {high.throughput_rps:.1f} req/s from concurrency "
             f"{low.level:g} to {high.level:g} while median latency grows {latency_ratio:.1f}x",
             {
                 "low_concurrency": low.level,
                 "high_concurrency": high.level,
-                "low_throughput_rps": round(low.goodput_rps, 3),
-                "high_throughput_rps": round(high.goodput_rps, 3),
+                "low_throughput_rps": round(low.throughput_rps, 3),
+                "high_throughput_rps": round(high.throughput_rps, 3),
                 "throughput_scaling": round(scaling, 3),
                 "low_p50_ms": round(low.p50_ms, 3),
                 "high_p50_ms": round(high.p50_ms, 3),

@@ -15,8 +15,9 @@ How it is measured:
     grows at least ``LATENCY_SHARE`` (60%) as fast as the load (``p50_L / p50_K >= 0.6 * L / K``, the Little's-law
     signature of an unbounded queue) and by at least ``MIN_GROWTH_MS`` (1 ms), while rejections stay below
     ``MAX_REJECTION_RATE`` (1%).
-    Open loop: a point whose throughput is below ``MIN_ACHIEVED`` (90%) of the offered rate, whose mean latency in
-    its last 1 s window is at least ``GROWTH`` (2x) that of its first window, with rejections below 1%.
+    Open loop: a point that completes fewer than ``MIN_ACHIEVED`` (90%) of the offered requests per second, whose
+    mean latency in its last 1 s window is at least ``GROWTH`` (2x) that of its first window, with rejections below
+    1%.
 
 Fix:
     Bound in-flight work (a semaphore or the server's concurrency limit, e.g. ``--limit-concurrency`` in uvicorn,
@@ -78,7 +79,7 @@ def check(evidence: LoadEvidence, options: Mapping[str, Any] | None = None) -> l
             return []
         return [
             RULE.finding(
-            f"Past the knee at concurrency {base.level:g}, median latency grows {latency_ratio:.1f}x for "
+                f"Past the knee at concurrency {base.level:g}, median latency grows {latency_ratio:.1f}x for "
                 f"{load_ratio:.1f}x the load and only {rejection:.1%} of requests are rejected",
                 {
                     "knee_level": base.level,
@@ -92,7 +93,7 @@ def check(evidence: LoadEvidence, options: Mapping[str, Any] | None = None) -> l
             )
         ]
     for point in points:
-        if point.level <= 0 or point.throughput_rps >= MIN_ACHIEVED * point.level:
+        if point.level <= 0 or point.completed_rps >= MIN_ACHIEVED * point.level:
             continue
         means = point.window_means_ms
         if len(means) < 2 or means[0] <= 0:
@@ -102,10 +103,11 @@ def check(evidence: LoadEvidence, options: Mapping[str, Any] | None = None) -> l
             continue
         return [
             RULE.finding(
-            f"At {point.level:g} req/s offered the service completes {point.throughput_rps:.1f} req/s and "
+                f"At {point.level:g} req/s offered the service completes {point.completed_rps:.1f} req/s and "
                 f"latency grows {growth:.1f}x during the point without rejecting requests",
                 {
                     "offered_rps": point.level,
+                    "completed_rps": round(point.completed_rps, 3),
                     "throughput_rps": round(point.throughput_rps, 3),
                     "first_window_mean_ms": round(means[0], 3),
                     "last_window_mean_ms": round(means[-1], 3),

@@ -2,7 +2,7 @@
 
 What it detects:
     The knee of the throughput-latency curve of a sweep, defined precisely in :mod:`infradoctor.load.knee`: the
-    first point *i* (by offered load) whose next point gains less than 10% goodput (successful responses per
+    first point *i* (by offered load) whose next point gains less than 10% throughput (successful responses per
     second) while its p99 grows by more than 50%, and the next point's p99 95% confidence interval lies wholly
     above point *i*'s (so the rise is not sampling noise; applied to points of about 800 requests and more, where
     the interval is not simply bounded by the slowest request). The knee lies between the two levels; point *i* gives
@@ -53,9 +53,14 @@ def check(evidence: LoadEvidence, options: Mapping[str, Any] | None = None) -> l
     unit = "concurrency" if kind == "concurrency" else "req/s"
     return [
         RULE.finding(
-            f"Knee at {unit} {level:g}: {float(knee.get('throughput_rps', 0.0)):.1f} req/s, p99 "
-            f"{float(knee.get('p99_ms', 0.0)):.1f} ms; at {float(nxt.get('level', 0.0)):g} p99 is "
-            f"{float(nxt.get('p99_ms', 0.0)):.1f} ms for {float(knee.get('throughput_gain', 0.0)):+.0%} throughput",
+            f"Knee at {unit} {level:g}: {_num(knee.get('throughput_rps'))} req/s, p99 {_num(knee.get('p99_ms'))} ms; "
+            f"at {_num(nxt.get('level'))} p99 is {_num(nxt.get('p99_ms'))} ms for "
+            f"{float(knee.get('throughput_gain', 0.0)):+.0%} throughput",
             dict(knee),
         )
     ]
+
+
+def _num(value: Any) -> str:
+    """Four significant digits, as the tables show them (1351, 4.89, 232.6)."""
+    return f"{float(value):.4g}" if isinstance(value, (int, float)) else "?"

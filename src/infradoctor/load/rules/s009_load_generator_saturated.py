@@ -2,9 +2,9 @@
 
 What it detects:
     Points where infradoctor's own event loop used at least 85% of a CPU core
-    (``engine.SATURATED_CPU_FRACTION``), or, in the open loop, where the pacer ran behind its schedule for at
+    (``point.SATURATED_CPU_FRACTION``), or, in the open loop, where the pacer ran behind its schedule for at
     least 10% of the requests (p90) by more than 10 ms and more than 10% of the point's median latency
-    (``engine.SATURATED_PACER_LAG_MS``, ``engine.SATURATED_PACER_LAG_SHARE``).
+    (``point.SATURATED_PACER_LAG_MS``, ``point.SATURATED_PACER_LAG_SHARE``).
 
 Why it matters:
     A saturated client measures itself: throughput stops growing and latency includes time the requests spent
