@@ -108,9 +108,11 @@ def test_scan_agrees_with_httptools(
     assert recorder.complete == 1
     has_capture = any(n.lower() in capture for n, _ in headers)
     assert verdict == (1 if recorder.plain and not has_capture else 0)
-    # the parser stands at a message boundary: the next response parses from its first byte
-    parser.feed_data(PLAIN)
-    assert recorder.complete == 2
+    # the parser stands at a message boundary: the next response parses from its first byte (unless this one
+    # closes the connection, after which httptools rightly refuses more data)
+    if parser.should_keep_alive():
+        parser.feed_data(PLAIN)
+        assert recorder.complete == 2
 
 
 class Conn:
