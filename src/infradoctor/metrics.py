@@ -215,6 +215,7 @@ def json_schema(tp: Any, defs: dict[str, Any] | None = None) -> dict[str, Any]: 
 
 METRICS_CLASSES: Mapping[str, str] = {
     "compare": "infradoctor.compare.analysis:CompareMetrics",
+    "fleet": "infradoctor.fleet.metrics:FleetMetrics",
     "route": "infradoctor.route.metrics:RouteMetrics",
     "scan": "infradoctor.scan.metrics:ScanMetrics",
 }
