@@ -128,7 +128,7 @@ def host_values(fleet: Fleet, node: int, t: float, rng: random.Random) -> dict[s
     return {
         "node_load1": 12 + rng.uniform(-2, 2), "node_load5": 12, "node_load15": 12,
         "node_memory_MemTotal_bytes": total, "node_memory_MemAvailable_bytes": available,
-        "node_memory_MemFree_bytes": available - 40 * GIB, "node_memory_Cached_bytes": 30 * GIB,
+        "node_memory_MemFree_bytes": available * 0.7, "node_memory_Cached_bytes": available * 0.25,
         "node_memory_Buffers_bytes": 2 * GIB, "node_memory_SwapTotal_bytes": 0, "node_memory_SwapFree_bytes": 0,
         "node_filefd_allocated": 5000 + rng.randint(0, 50), "node_filefd_maximum": 9223372036854775807,
         "node_sockstat_TCP_tw": 40 + rng.randint(0, 10), "node_sockstat_TCP_inuse": 80,

@@ -69,6 +69,8 @@ class FleetGpu:
     """Per signal (``util_pct``, ``sm_clock_mhz``, ``temp_c``, ``power_w``, ``xid`` ...): its window summary."""
     throttled_share: float | None = None
     """Share of the window's steps with a fault throttle reason active (power cap, slowdown, thermal, brake)."""
+    unknown: tuple[str, ...] = ()
+    """Signals whose query failed: unknown, not absent (no estimate stands in for them)."""
 
     @property
     def label(self) -> str:
@@ -108,6 +110,8 @@ class FleetHost:
     """Per signal (``cpu_util_pct``, ``load1``, ``mem_available_bytes`` ...): its window summary."""
     disks: tuple[FleetDisk, ...] = ()
     """The fullest filesystems (at most four)."""
+    unknown: tuple[str, ...] = ()
+    """Signals whose query failed: unknown, not absent (no estimate stands in for them)."""
 
 
 @dataclass(frozen=True)

@@ -141,12 +141,15 @@ def gather(client: PrometheusClient, window: Window, scope: q.Scope, *, role_lab
         before[source] = {k[0] for k in _values_by(answer, (q.NODE,)) if k[0]}
 
     gpu_stats: dict[tuple[str, ...], dict[str, Stat]] = defaultdict(dict)
+    gpu_failed: list[str] = []
     names: dict[tuple[str, ...], dict[str, str]] = {}
     shares: dict[tuple[str, ...], float] = {}
     if "dcgm-exporter" not in failed and seen["dcgm-exporter"]:
         for signal in q.GPU_SIGNALS:
             answer = ask.instant(f"fleet.dcgm.{signal.name}", q.gauge_query(scope, signal, f"{q.NODE}, gpu"),
                                  f"GPU {signal.name}")
+            if answer is None:
+                gpu_failed.append(signal.name)
             for key, values in _stats_by(answer, gpu_key).items():
                 gpu_stats[key][signal.name] = _stat(values)
         shares = _values_by(ask.instant("fleet.dcgm.throttled_share", q.throttle_share_query(scope),
@@ -163,7 +166,8 @@ def gather(client: PrometheusClient, window: Window, scope: q.Scope, *, role_lab
         labels = names.get(key, {})
         gpus.append(FleetGpu(node=node, gpu=gpu, uuid=labels.get("UUID") or labels.get("uuid"),
                              model=labels.get("modelName"), pci_bus_id=labels.get("pci_bus_id"),
-                             signals=dict(gpu_stats.get(key, {})), throttled_share=shares.get(key)))
+                             signals=dict(gpu_stats.get(key, {})), throttled_share=shares.get(key),
+                             unknown=tuple(gpu_failed)))
 
     say("node_exporter")
     hosts = _hosts(ask, scope, seen["node_exporter"]) if "node_exporter" not in failed else []
@@ -229,20 +233,27 @@ def _natural_one(text: str) -> tuple[object, ...]:
 def _hosts(ask: _Asker, scope: q.Scope, nodes_seen: Mapping[str, float]) -> list[FleetHost]:
     key = (q.NODE,)
     stats: dict[str, dict[str, Stat]] = defaultdict(dict)
+    failed: list[str] = []
     for signal in q.HOST_SIGNALS:
         answer = ask.instant(f"fleet.node_exporter.{signal.name}", q.gauge_query(scope, signal, q.NODE),
                              f"host {signal.name}")
+        if answer is None:
+            failed.append(signal.name)
         for (node,), values in _stats_by(answer, key).items():
             stats[node][signal.name] = _stat(values)
     for name, expr in q.cpu_queries(scope).items():
         cpu_signal, _, stat = name.partition(".")
         answer = ask.instant(f"fleet.node_exporter.{cpu_signal}", expr, f"host {cpu_signal}")
+        if answer is None:
+            failed.append(cpu_signal)
         for (node,), value in _values_by(answer, key).items():
             previous = stats[node].get(cpu_signal, Stat())
             stats[node][cpu_signal] = replace(previous, last=value) if stat == "last" else replace(previous, mean=value)
     disks: dict[str, list[FleetDisk]] = defaultdict(list)
     fs_key = (q.NODE, "mountpoint", "device", "fstype")
     answer = ask.instant("fleet.node_exporter.filesystems", q.filesystem_query(scope), "disk space")
+    if answer is None:
+        failed.append("filesystems")
     for (node, mountpoint, device, fstype), values in _stats_by(answer, fs_key).items():
         size = values.get("size")
         if not size or "avail_min" not in values or "free_min" not in values:
@@ -254,7 +265,7 @@ def _hosts(ask: _Asker, scope: q.Scope, nodes_seen: Mapping[str, float]) -> list
         if not node:
             continue
         fullest = sorted(disks.get(node, ()), key=lambda d: -(1 - d.avail_bytes_min / d.size_bytes))
-        out.append(FleetHost(node, dict(stats.get(node, {})), tuple(fullest[:DISKS_PER_NODE])))
+        out.append(FleetHost(node, dict(stats.get(node, {})), tuple(fullest[:DISKS_PER_NODE]), tuple(failed)))
     return out
 
 

@@ -222,7 +222,7 @@ class PrometheusInfo(Metrics):
     """Base URL (credentials never included)."""
     version: str | None = None
     """Its version from buildinfo, when served."""
-    auth: str = "none"
+    auth_kind: str = "none"
     """``none``, ``bearer`` or ``basic`` (the secret itself is never stored)."""
     reachable: bool = True
     """False when it never answered."""

@@ -77,6 +77,8 @@ def gpu_device(gpu: FleetGpu, position: int) -> GpuDevice:
         total = used_last + free_last + (_value(s, "fb_reserved_mib") or 0.0)
     unavailable = {group: "not collected by dcgm-exporter (absent from its counters)"
                    for group, names in _COLLECTED.items() if not any(n in s for n in names)}
+    unavailable.update({group: "unknown: the query failed" for group, names in _COLLECTED.items()
+                        if any(n in gpu.unknown for n in names)})
     return GpuDevice(
         index=gpu_index(gpu, position), name=gpu.model, uuid=gpu.uuid, pci_bus_id=gpu.pci_bus_id,
         utilization_gpu_pct=_value(s, "util_pct", "mean"),
@@ -123,7 +125,9 @@ def host_evidence(host: FleetHost, window_s: float) -> HostEvidence:
     cores = _int(_value(s, "cpu_cores")) or 0
     total = _value(s, "mem_total_bytes") or 0.0
     available = _value(s, "mem_available_bytes", "min")
-    if available is None:  # kernels before 3.14 have no MemAvailable: free + cache + buffers is the old estimate
+    if "mem_available_bytes" in host.unknown or "mem_total_bytes" in host.unknown:
+        total, available = 0.0, 0.0  # unknown: the rules skip a host without a memory total
+    elif available is None:  # kernels before 3.14 have no MemAvailable: free + cache + buffers is the old estimate
         parts = [_value(s, n, "min") for n in ("mem_free_bytes", "mem_cached_bytes", "mem_buffers_bytes")]
         available = sum(p for p in parts if p is not None) if parts[0] is not None else total
     swap_total = _value(s, "swap_total_bytes") or 0.0
@@ -202,7 +206,7 @@ def node_findings(node: str, evidence: NodeEvidence, options: NodeOptions) -> li
             where = ", ".join(str(g) for g in finding.evidence.get("gpus") or finding.evidence.get("pci") or ())
         location = Location(file=f"{node} {where}".strip())
         title = finding.title
-        if finding.code == "N001":  # Xid events from dcgm-exporter carry the GPU's name where the kernel prints a PCI id
+        if finding.code == "N001":  # dcgm-exporter's Xid events carry the GPU's name where the kernel prints PCI
             title = title.replace("PCI:GPU ", "GPU ")
         out.append(replace(finding, title=f"{node}: {title}", location=location,
                            evidence={"node": node, **finding.evidence}))

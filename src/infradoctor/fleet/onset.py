@@ -155,7 +155,11 @@ def _first_bad(points: Sequence[tuple[float, float]], bad: Callable[[float], boo
 
 def follow(client: PrometheusClient, window: Window, scope: q.Scope, findings: Sequence[Finding],
            problems: list[tuple[str, str]]) -> tuple[list[Onset], list[SeriesLine], dict[int, Onset]]:
-    """Onsets of the findings' signals, the timeline lines, and the onset of each finding (by its position)."""
+    """Onsets of the findings' signals, the timeline, and the onset of each finding (by its position).
+
+    The timeline is the signal of the first (most important) finding that could be followed: its entities'
+    series and the fleet's median of the same expression.
+    """
     plans: dict[tuple[str, str], tuple[Follow, list[tuple[int, Finding, tuple[str, ...]]]]] = {}
     for index, finding in enumerate(findings):
         spec = _straggler_follow(finding) if finding.code == "N013" else FOLLOW.get(finding.code)
@@ -171,7 +175,9 @@ def follow(client: PrometheusClient, window: Window, scope: q.Scope, findings: S
     onsets: list[Onset] = []
     by_finding: dict[int, Onset] = {}
     lines: list[SeriesLine] = []
-    for (code, _), (spec, members) in plans.items():
+    timeline: tuple[str, str] | None = None
+    for key, (spec, members) in sorted(plans.items(), key=lambda kv: kv[1][1][0][0]):
+        code = key[0]
         nodes = sorted({m[2][0] for m in members})
         expr = spec.expr(scope, q.instance_regex(nodes))
         answer = client.query_range(expr, window.start, window.end, window.step_s)
@@ -187,21 +193,16 @@ def follow(client: PrometheusClient, window: Window, scope: q.Scope, findings: S
             onset = Onset(code, name, spec.signal, first, at_start, spec.threshold, finding.title)
             onsets.append(onset)
             by_finding[index] = onset
-            if points and len(lines) < TIMELINE_SERIES:
+            if points and timeline in (None, key) and len(lines) < TIMELINE_SERIES:
+                timeline = key
                 lines.append(SeriesLine(f"{name} {spec.signal}", spec.signal, tuple(points)))
+        if timeline == key:
+            median = client.query_range(f"quantile(0.5, {spec.expr(scope, '')})", window.start, window.end,
+                                        window.step_s)
+            if median.failure is None and median.series and median.series[0].points:
+                lines.append(SeriesLine(f"fleet median {spec.signal}", spec.signal, median.series[0].points))
     onsets.sort(key=lambda o: (o.first_bad if o.first_bad is not None else float("inf"), o.entity))
     return onsets, lines, by_finding
-
-
-def fleet_median(client: PrometheusClient, window: Window, scope: q.Scope, signal: str) -> SeriesLine | None:
-    """The fleet median of a GPU signal over the window (one series), for the timeline."""
-    if signal not in {s.name for s in q.GPU_SIGNALS}:
-        return None
-    answer = client.query_range(q.fleet_median_query(scope, _gpu_metric(signal)), window.start, window.end,
-                                window.step_s)
-    if answer.failure is not None or not answer.series or not answer.series[0].points:
-        return None
-    return SeriesLine(f"fleet median {signal}", signal, answer.series[0].points)
 
 
 def _by_entity(answer: Answer, keys: tuple[str, ...]) -> dict[tuple[str, ...], tuple[tuple[float, float], ...]]:

@@ -35,7 +35,7 @@ from infradoctor.fleet.metrics import (
     WindowInfo,
 )
 from infradoctor.fleet.node_view import node_evidence, node_findings
-from infradoctor.fleet.onset import fleet_median, follow
+from infradoctor.fleet.onset import follow
 from infradoctor.fleet.prom import Credentials, PrometheusClient
 from infradoctor.fleet.rules.n015_fleet_onset import iso
 from infradoctor.node.containers import ContainerEvidence
@@ -99,7 +99,7 @@ def run(options: FleetOptions) -> Result:
     errors = [ErrorNote("fleet.changes", p) for p in options.problems]
     target = {"prometheus": redact_url(client.base), "selector": options.selector or "",
               "window": {"start": iso(window.start), "end": iso(window.end), "step_s": window.step_s},
-              "auth": client.credentials.kind}
+              "auth_kind": client.credentials.kind}
     info, failure = client.build_info()
     if failure is not None and failure.kind in ("unreachable", "timeout"):
         errors.append(ErrorNote("fleet.prometheus", f"{failure.kind}: {failure.message}; no evidence gathered"))
@@ -117,10 +117,6 @@ def run(options: FleetOptions) -> Result:
     ranked = [_with_onset(f, by_finding.get(i)) for i, f in enumerate(ranked)]
     onset_evidence = OnsetEvidence(window, tuple(onsets), tuple(options.changes))
     ranked = rank_findings([*ranked, *run_rules(onset_evidence, options.node_options)])
-    if lines:
-        median = fleet_median(client, window, scope, lines[0].signal)
-        if median is not None:
-            lines.append(median)
     errors += [ErrorNote(p.source, p.message) for p in gathered.problems]
     errors += [ErrorNote(source, message) for source, message in problems]
     errors += _coverage_notes(evidence, gathered)
@@ -211,7 +207,7 @@ def _node_row(node: str, gpus: Sequence[FleetGpu], host: FleetHost | None, findi
     if host is None:
         absent.append("node_exporter")
     health = _worst(findings)
-    if health == "ok" and (absent and not gpus and host is None):
+    if health == "ok" and absent:  # evidence that is missing is not healthy
         health = "unknown"
     xids = tuple(int(g.signals["xid"].last or 0) for g in gpus if "xid" in g.signals and (g.signals["xid"].last or 0))
     shares = [g.throttled_share for g in gpus if g.throttled_share is not None]
