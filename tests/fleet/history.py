@@ -72,6 +72,8 @@ class Fleet:
     seed: int = 7
     slim: bool = False
     """Only the signals the rules read (the benchmark's fleet), to bound the history's size."""
+    cpus: int = 16
+    """CPUs per node (node_cpu_seconds_total series)."""
 
     def node(self, i: int) -> str:
         return f"node-{i:04d}" if self.nodes > 999 else f"node-{i:02d}"
@@ -126,7 +128,8 @@ def host_values(fleet: Fleet, node: int, t: float, rng: random.Random) -> dict[s
     if sick is not None and node == sick.memory_node and t >= fleet.at(sick.memory_at):
         available = 6 * GIB
     return {
-        "node_load1": 12 + rng.uniform(-2, 2), "node_load5": 12, "node_load15": 12,
+        "node_load1": 0.75 * fleet.cpus * (1 + rng.uniform(-0.15, 0.15)), "node_load5": 0.75 * fleet.cpus,
+        "node_load15": 0.75 * fleet.cpus,
         "node_memory_MemTotal_bytes": total, "node_memory_MemAvailable_bytes": available,
         "node_memory_MemFree_bytes": available * 0.7, "node_memory_Cached_bytes": available * 0.25,
         "node_memory_Buffers_bytes": 2 * GIB, "node_memory_SwapTotal_bytes": 0, "node_memory_SwapFree_bytes": 0,
@@ -169,9 +172,8 @@ def lines(fleet: Fleet) -> Iterator[str]:
             text = _labels({"instance": f"{fleet.node(node)}:9100", "job": "node"})
             for at in times:
                 yield f"{metric}{{{text}}} {host_values(fleet, node, at, rng)[metric]:.10g} {at:.3f}"
-    cpus = 16
     for node in range(fleet.nodes):
-        for cpu in range(cpus):
+        for cpu in range(fleet.cpus):
             for mode, share in (("idle", 0.55), ("user", 0.35), ("system", 0.08), ("iowait", 0.02)):
                 text = _labels({"cpu": str(cpu), "instance": f"{fleet.node(node)}:9100", "job": "node",
                                 "mode": mode})
