@@ -7,8 +7,10 @@ healthy.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from infradoctor.fleet import queries as q
@@ -59,26 +61,39 @@ class Gathered:
 
 
 class _Asker:
-    """Runs queries, records failures and warnings."""
+    """Runs queries (several at once), records failures and warnings in the order the queries were listed."""
 
-    def __init__(self, client: PrometheusClient, window: Window, problems: list[Problem]) -> None:
+    def __init__(self, client: PrometheusClient, window: Window, problems: list[Problem], workers: int = 4) -> None:
         self.client = client
         self.window = window
         self.problems = problems
+        self.workers = workers
 
     def instant(self, source: str, expr: str, what: str) -> Answer | None:
         answer = self.client.query(expr, self.window.end)
-        return self._checked(source, answer, what)
+        return _checked(source, answer, what, self.problems)
 
-    def _checked(self, source: str, answer: Answer, what: str) -> Answer | None:
-        if answer.failure is not None:
-            self.problems.append(Problem(source, f"{answer.failure.kind}: {answer.failure.message}; {what} unknown"))
-            return None
-        for warning in answer.warnings:
-            self.problems.append(Problem(source, f"partial answer: {warning}; {what} may be incomplete"))
-        if answer.truncated:
-            self.problems.append(Problem(source, f"answer cut at {len(answer.series)} series; {what} incomplete"))
-        return answer
+    def many(self, jobs: Sequence[tuple[str, str, str]]) -> list[Answer | None]:
+        """Instant queries ``(source, expr, what)`` run concurrently; answers in the order given."""
+        with ThreadPoolExecutor(max_workers=max(1, self.workers)) as pool:
+            answers = list(pool.map(lambda job: self.client.query(job[1], self.window.end), jobs))
+        return [_checked(source, answer, what, self.problems) for (source, _, what), answer in zip(jobs, answers,
+                                                                                                    strict=True)]
+
+    def range(self, source: str, expr: str, what: str) -> Answer | None:
+        answer = self.client.query_range(expr, self.window.start, self.window.end, self.window.step_s)
+        return _checked(source, answer, what, self.problems)
+
+
+def _checked(source: str, answer: Answer, what: str, problems: list[Problem]) -> Answer | None:
+    if answer.failure is not None:
+        problems.append(Problem(source, f"{answer.failure.kind}: {answer.failure.message}; {what} unknown"))
+        return None
+    for warning in answer.warnings:
+        problems.append(Problem(source, f"partial answer: {warning}; {what} may be incomplete"))
+    if answer.truncated:
+        problems.append(Problem(source, f"answer cut at {len(answer.series)} series; {what} incomplete"))
+    return answer
 
 
 def _stats_by(answer: Answer | None, keys: tuple[str, ...]) -> dict[tuple[str, ...], dict[str, float]]:
@@ -112,56 +127,68 @@ def _stat(values: Mapping[str, float]) -> Stat:
 
 
 def gather(client: PrometheusClient, window: Window, scope: q.Scope, *, role_label: str | None = None,
-           progress: Callable[[str], None] | None = None) -> Gathered:
+           progress: Callable[[str], None] | None = None, workers: int = 4) -> Gathered:
     """Every source's evidence over the window, with the problems met."""
     problems: list[Problem] = []
     notes: list[str] = []
-    ask = _Asker(client, window, problems)
+    ask = _Asker(client, window, problems, workers)
     say = progress or (lambda text: None)
     gpu_key = (q.NODE, "gpu")
 
+    say("which metrics exist")
+    # One look-up of the names with series: signals an exporter does not export are not asked for (and stay
+    # "not collected"); where the API is not served (some proxies), every name is asked for.
+    match = "{" + ",".join(m for m in (q.EXPORTED, scope.matchers) if m) + "}"
+    present, _ = client.metric_names(match, window.start - LOOKBACK_S, window.end)
+    scope = replace(scope, present=present)
+
     say("dcgm-exporter")
-    presence = {}
     sources: tuple[tuple[str, tuple[str, ...]], ...] = (("dcgm-exporter", q.GPU_PRESENCE),
                                                          ("node_exporter", ("node_load1", "node_cpu_seconds_total")))
-    for source, metrics in sources:
-        answer = ask.instant(f"fleet.{source}", q.presence_query(scope, metrics), f"which nodes {source} covered")
-        presence[source] = answer
-    seen: dict[str, dict[str, float]] = {
-        source: {k[0]: v for k, v in _values_by(answer, (q.NODE,)).items() if k[0]}
-        for source, answer in presence.items()
-    }
-    failed = {source for source, answer in presence.items() if answer is None}
     lookback = f"{max(1, round(window.seconds + LOOKBACK_S))}s"
-    before: dict[str, set[str]] = {}
-    coarse = f"{max(60, round((window.seconds + LOOKBACK_S) / 120))}s"
+    jobs = []
     for source, metrics in sources:
-        answer = ask.instant(f"fleet.{source}", q.presence_query(scope, metrics, lookback, coarse),
-                             f"which nodes {source} covered before the window")
-        before[source] = {k[0] for k in _values_by(answer, (q.NODE,)) if k[0]}
+        if scope.has(metrics):
+            jobs.append((f"fleet.{source}", q.presence_query(scope, metrics), f"which nodes {source} covered"))
+            jobs.append((f"fleet.{source}", q.presence_query(scope, metrics, lookback),
+                         f"which nodes {source} covered before the window"))
+    answers = iter(ask.many(jobs))
+    seen: dict[str, dict[str, float]] = {}
+    before: dict[str, set[str]] = {}
+    failed: set[str] = set()
+    for source, metrics in sources:
+        if not scope.has(metrics):
+            seen[source], before[source] = {}, set()
+            continue
+        now, earlier = next(answers), next(answers)
+        if now is None:
+            failed.add(source)
+        seen[source] = {k[0]: v for k, v in _values_by(now, (q.NODE,)).items() if k[0]}
+        before[source] = {k[0] for k in _values_by(earlier, (q.NODE,)) if k[0]}
 
     gpu_stats: dict[tuple[str, ...], dict[str, Stat]] = defaultdict(dict)
     gpu_failed: list[str] = []
     names: dict[tuple[str, ...], dict[str, str]] = {}
     shares: dict[tuple[str, ...], float] = {}
     if "dcgm-exporter" not in failed and seen["dcgm-exporter"]:
-        for signal in q.GPU_SIGNALS:
-            answer = ask.instant(f"fleet.dcgm.{signal.name}", q.gauge_query(scope, signal, f"{q.NODE}, gpu"),
-                                 f"GPU {signal.name}")
+        signals = [s for s in q.GPU_SIGNALS if scope.has(s.metrics)]
+        jobs = [(f"fleet.dcgm.{s.name}", q.gauge_query(scope, s, f"{q.NODE}, gpu"), f"GPU {s.name}") for s in signals]
+        jobs.append(("fleet.dcgm.identity", q.gpu_identity_query(scope), "GPU UUIDs and models"))
+        *stat_answers, identity = ask.many(jobs)
+        for signal, answer in zip(signals, stat_answers, strict=True):
             if answer is None:
                 gpu_failed.append(signal.name)
             for key, values in _stats_by(answer, gpu_key).items():
                 gpu_stats[key][signal.name] = _stat(values)
-        shares = _values_by(ask.instant("fleet.dcgm.throttled_share", q.throttle_share_query(scope),
-                                        "the share of time GPUs were throttled"), gpu_key)
-        identity = ask.instant("fleet.dcgm.identity", q.gpu_identity_query(scope), "GPU UUIDs and models")
         for series in identity.series if identity is not None else ():
             key = tuple(series.labels.get(k, "") for k in gpu_key)
             names.setdefault(key, {}).update({k: v for k, v in series.labels.items() if v})
+        if scope.has(q.CLOCK_REASONS):
+            shares = _throttled_shares(ask, scope, window, gpu_stats, notes)
     gpus = []
     for key in sorted(set(gpu_stats) | set(names), key=_natural):
         node, gpu = key
-        if not node:
+        if not node or not gpu:  # series without a gpu label (a fixture's dummy lines) name no GPU
             continue
         labels = names.get(key, {})
         gpus.append(FleetGpu(node=node, gpu=gpu, uuid=labels.get("UUID") or labels.get("uuid"),
@@ -203,6 +230,50 @@ def gather(client: PrometheusClient, window: Window, scope: q.Scope, *, role_lab
     return Gathered(evidence, containers, problems, notes, seen)
 
 
+MAX_THROTTLE_CANDIDATES = 400
+"""GPUs whose reason mask is followed over time at most (the rest keep no throttled share, with a note)."""
+NODES_PER_RANGE_QUERY = 50
+"""Nodes per range query of the reason mask (bounds each answer)."""
+
+
+def _throttled_shares(ask: _Asker, scope: q.Scope, window: Window,
+                      gpu_stats: Mapping[tuple[str, ...], Mapping[str, Stat]],
+                      notes: list[str]) -> dict[tuple[str, ...], float]:
+    """Per GPU, the share of the window's steps with a fault reason bit set.
+
+    GPUs whose mask stayed below 4 had none (0.0); the others' masks are read over time in bounded range queries.
+    """
+    gpu_key = (q.NODE, "gpu")
+    candidates = ask.instant("fleet.dcgm.throttle", q.throttle_candidates_query(scope), "which GPUs were throttled")
+    if candidates is None:
+        return {}
+    shares = {key: 0.0 for key, stats in gpu_stats.items() if "clock_reasons" in stats}
+    keys = sorted({tuple(s.labels.get(k, "") for k in gpu_key) for s in candidates.series}, key=_natural)
+    if len(keys) > MAX_THROTTLE_CANDIDATES:
+        notes.append(f"{len(keys)} GPUs had throttle reasons set; the share of time throttled is computed for "
+                     f"the first {MAX_THROTTLE_CANDIDATES} only")
+        for key in keys[MAX_THROTTLE_CANDIDATES:]:
+            shares.pop(key, None)
+        keys = keys[:MAX_THROTTLE_CANDIDATES]
+    wanted = set(keys)
+    nodes = sorted({k[0] for k in keys}, key=_natural_one)
+    fault = sum(q.FAULT_BITS)
+    for i in range(0, len(nodes), NODES_PER_RANGE_QUERY):
+        batch = nodes[i:i + NODES_PER_RANGE_QUERY]
+        answer = ask.range("fleet.dcgm.throttle", q.reasons_range_query(scope, batch), "the time GPUs were throttled")
+        if answer is None:
+            for key in keys:
+                if key[0] in batch:
+                    shares.pop(key, None)
+            continue
+        for series in answer.series:
+            key = tuple(series.labels.get(k, "") for k in gpu_key)
+            if key in wanted and series.points:
+                bad = sum(1 for _, v in series.points if int(v) & fault)
+                shares[key] = bad / len(series.points)
+    return shares
+
+
 def _natural(key: tuple[str, ...]) -> tuple[object, ...]:
     return tuple(_natural_one(part) for part in key)
 
@@ -234,26 +305,32 @@ def _hosts(ask: _Asker, scope: q.Scope, nodes_seen: Mapping[str, float]) -> list
     key = (q.NODE,)
     stats: dict[str, dict[str, Stat]] = defaultdict(dict)
     failed: list[str] = []
-    for signal in q.HOST_SIGNALS:
-        answer = ask.instant(f"fleet.node_exporter.{signal.name}", q.gauge_query(scope, signal, q.NODE),
-                             f"host {signal.name}")
+    signals = [s for s in q.HOST_SIGNALS if scope.has(s.metrics)]
+    cpu = list(q.cpu_queries(scope).items()) if scope.has(("node_cpu_seconds_total",)) else []
+    jobs = [(f"fleet.node_exporter.{s.name}", q.gauge_query(scope, s, q.NODE), f"host {s.name}") for s in signals]
+    jobs += [(f"fleet.node_exporter.{name.partition('.')[0]}", expr, f"host {name.partition('.')[0]}")
+             for name, expr in cpu]
+    has_fs = scope.has(("node_filesystem_size_bytes",))
+    if has_fs:
+        jobs.append(("fleet.node_exporter.filesystems", q.filesystem_query(scope), "disk space"))
+    answers = ask.many(jobs)
+    for signal, answer in zip(signals, answers, strict=False):
         if answer is None:
             failed.append(signal.name)
         for (node,), values in _stats_by(answer, key).items():
             stats[node][signal.name] = _stat(values)
-    for name, expr in q.cpu_queries(scope).items():
+    for (name, _), answer in zip(cpu, answers[len(signals):], strict=False):
         cpu_signal, _, stat = name.partition(".")
-        answer = ask.instant(f"fleet.node_exporter.{cpu_signal}", expr, f"host {cpu_signal}")
         if answer is None:
             failed.append(cpu_signal)
         for (node,), value in _values_by(answer, key).items():
             previous = stats[node].get(cpu_signal, Stat())
             stats[node][cpu_signal] = replace(previous, last=value) if stat == "last" else replace(previous, mean=value)
+    answer = answers[-1] if has_fs else None
+    if has_fs and answer is None:
+        failed.append("filesystems")
     disks: dict[str, list[FleetDisk]] = defaultdict(list)
     fs_key = (q.NODE, "mountpoint", "device", "fstype")
-    answer = ask.instant("fleet.node_exporter.filesystems", q.filesystem_query(scope), "disk space")
-    if answer is None:
-        failed.append("filesystems")
     for (node, mountpoint, device, fstype), values in _stats_by(answer, fs_key).items():
         size = values.get("size")
         if not size or "avail_min" not in values or "free_min" not in values:
@@ -270,6 +347,9 @@ def _hosts(ask: _Asker, scope: q.Scope, nodes_seen: Mapping[str, float]) -> list
 
 
 def _containers(ask: _Asker, scope: q.Scope, window: Window, base: str, notes: list[str]) -> ContainerEvidence | None:
+    if not scope.has(("kube_pod_info", "kube_pod_status_phase")):
+        notes.append("no kube-state-metrics series: container restarts and pod states not checked")
+        return None
     queries = q.kube_queries(scope)
     present = ask.instant("fleet.kube-state-metrics", queries["present"], "whether kube-state-metrics is scraped")
     if present is None:
@@ -315,12 +395,23 @@ def _containers(ask: _Asker, scope: q.Scope, window: Window, base: str, notes: l
         cut=len(items) >= q.RESTART_LIMIT)
 
 
+_NAME_IN_QUERY = re.compile(r'__name__=~?"([^"]+)"')
+
+
+def _asks_present(scope: q.Scope, expr: str) -> bool:
+    """Whether a query names a metric with series (always, when which have series is not known)."""
+    if scope.present is None:
+        return True
+    return any(name in scope.present for found in _NAME_IN_QUERY.findall(expr) for name in found.split("|"))
+
+
 def _routers(ask: _Asker, scope: q.Scope) -> list[RouterUpstream]:
     fields: dict[tuple[str, str, str], dict[str, float]] = defaultdict(dict)
-    for name, expr in q.router_queries(scope).items():
+    wanted = [(name, expr) for name, expr in q.router_queries(scope).items() if _asks_present(scope, expr)]
+    answers = ask.many([(f"fleet.router.{n.partition('.')[0]}", e, n.replace(".", " ")) for n, e in wanted])
+    for (name, _), answer in zip(wanted, answers, strict=True):
         router, _, what = name.partition(".")
         label = "envoy_cluster_name" if router == "envoy" else "proxy"
-        answer = ask.instant(f"fleet.router.{router}", expr, f"{router} {what}")
         for (node, upstream), value in _values_by(answer, (q.NODE, label)).items():
             if node and upstream:
                 fields[(node, router, upstream)][what] = value
@@ -330,10 +421,11 @@ def _routers(ask: _Asker, scope: q.Scope) -> list[RouterUpstream]:
 
 def _servers(ask: _Asker, scope: q.Scope) -> list[ModelServer]:
     fields: dict[tuple[str, str, str], dict[str, float]] = defaultdict(dict)
-    for name, expr in q.server_queries(scope).items():
+    wanted = [(name, expr) for name, expr in q.server_queries(scope).items() if _asks_present(scope, expr)]
+    answers = ask.many([(f"fleet.server.{n.partition('.')[0]}", e, n.replace(".", " ")) for n, e in wanted])
+    for (name, _), answer in zip(wanted, answers, strict=True):
         server, _, what = name.partition(".")
         label = {"vllm": "model_name", "triton": "model"}.get(server)
-        answer = ask.instant(f"fleet.server.{server}", expr, f"{server} {what}")
         for series in answer.series if answer is not None else ():
             node = series.labels.get(q.NODE, "")
             model = series.labels.get(label, "-") if label else "-"

@@ -57,9 +57,22 @@ class Scope:
     """Range and subquery resolution, e.g. ``30s``."""
     node_label: str = "instance"
     """Where the node name comes from: ``instance`` (port removed) or a label such as ``Hostname``."""
+    present: frozenset[str] | None = None
+    """Metric names that have series in the window (None: not known, every name is asked for)."""
+
+    def names(self, names: Sequence[str]) -> tuple[str, ...]:
+        """The names among ``names`` that have series (all of them when that is not known)."""
+        if self.present is None:
+            return tuple(names)
+        return tuple(n for n in names if n in self.present)
+
+    def has(self, names: Sequence[str]) -> bool:
+        """Whether any of ``names`` has series in the window (True when that is not known)."""
+        return bool(self.names(names))
 
     def select(self, names: Sequence[str], extra: str = "") -> str:
-        """A selector for any of ``names`` with the user's matchers and ``extra`` ones."""
+        """A selector for any of ``names`` (those with series) with the user's matchers and ``extra`` ones."""
+        names = self.names(names) or tuple(names)
         if len(names) == 1:
             parts = [f'__name__="{names[0]}"']
         else:
@@ -100,21 +113,20 @@ _OVER_TIME = {"last": "last_over_time", "min": "min_over_time", "mean": "avg_ove
               "samples": "count_over_time"}
 
 GPU_SIGNALS: tuple[Signal, ...] = (
-    Signal("util_pct", ("DCGM_FI_DEV_GPU_UTIL", "dcgm_gpu_utilization"), ("last", "mean", "min", "max", "samples"),
-           "%"),
+    Signal("util_pct", ("DCGM_FI_DEV_GPU_UTIL", "dcgm_gpu_utilization"), ("mean",), "%"),
     Signal("mem_copy_util_pct", ("DCGM_FI_DEV_MEM_COPY_UTIL", "dcgm_mem_copy_utilization"), ("mean",), "%"),
-    Signal("sm_clock_mhz", ("DCGM_FI_DEV_SM_CLOCK", "dcgm_sm_clock"), ("last", "mean", "min", "max"), "MHz"),
+    Signal("sm_clock_mhz", ("DCGM_FI_DEV_SM_CLOCK", "dcgm_sm_clock"), ("last", "mean"), "MHz"),
     Signal("max_sm_clock_mhz", ("DCGM_FI_DEV_MAX_SM_CLOCK",), ("last",), "MHz"),
-    Signal("temp_c", ("DCGM_FI_DEV_GPU_TEMP", "dcgm_gpu_temp"), ("last", "mean", "max"), "C"),
-    Signal("power_w", ("DCGM_FI_DEV_POWER_USAGE", "dcgm_power_usage"), ("last", "mean", "max"), "W"),
+    Signal("temp_c", ("DCGM_FI_DEV_GPU_TEMP", "dcgm_gpu_temp"), ("mean", "max"), "C"),
+    Signal("power_w", ("DCGM_FI_DEV_POWER_USAGE", "dcgm_power_usage"), ("mean",), "W"),
     Signal("power_limit_w", ("DCGM_FI_DEV_POWER_MGMT_LIMIT", "DCGM_FI_DEV_ENFORCED_POWER_LIMIT"), ("last",), "W"),
     Signal("fb_used_mib", ("DCGM_FI_DEV_FB_USED", "dcgm_fb_used"), ("last", "max"), "MiB"),
-    Signal("fb_free_mib", ("DCGM_FI_DEV_FB_FREE", "dcgm_fb_free"), ("last", "min"), "MiB"),
+    Signal("fb_free_mib", ("DCGM_FI_DEV_FB_FREE", "dcgm_fb_free"), ("last",), "MiB"),
     Signal("fb_reserved_mib", ("DCGM_FI_DEV_FB_RESERVED",), ("last",), "MiB"),
-    Signal("xid", ("DCGM_FI_DEV_XID_ERRORS", "dcgm_xid_errors"), ("last", "min", "max")),
+    Signal("xid", ("DCGM_FI_DEV_XID_ERRORS", "dcgm_xid_errors"), ("last", "min")),
     Signal("clock_reasons", ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
                              "dcgm_clock_throttle_reasons"), ("last",)),
-    Signal("ecc_dbe_volatile", ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "dcgm_ecc_dbe_volatile_total"), ("last", "min")),
+    Signal("ecc_dbe_volatile", ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "dcgm_ecc_dbe_volatile_total"), ("last",)),
     Signal("ecc_sbe_volatile", ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "dcgm_ecc_sbe_volatile_total"), ("last",)),
     Signal("ecc_dbe_aggregate", ("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "dcgm_ecc_dbe_aggregate_total"), ("last",)),
     Signal("ecc_sbe_aggregate", ("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", "dcgm_ecc_sbe_aggregate_total"), ("last",)),
@@ -125,9 +137,13 @@ GPU_SIGNALS: tuple[Signal, ...] = (
     Signal("remapped_correctable", ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",), ("last",)),
     Signal("remap_failure", ("DCGM_FI_DEV_ROW_REMAP_FAILURE",), ("last",)),
     Signal("remap_pending", ("DCGM_FI_DEV_ROW_REMAP_PENDING",), ("last",)),
-    Signal("pcie_replays", ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "dcgm_pcie_replay_counter"), ("last", "min")),
+    Signal("pcie_replays", ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "dcgm_pcie_replay_counter"), ("last",)),
 )
-"""dcgm-exporter signals, by GPU."""
+"""dcgm-exporter signals, by GPU, with only the summaries the rules read (each is one pass over the samples)."""
+
+EXPORTED = ('__name__=~"DCGM_.*|dcgm_.*|node_.*|kube_pod_.*|envoy_cluster_.*|haproxy_.*|vllm:.*|tgi_.*|'
+            'nv_inference_.*"')
+"""The metric names infradoctor reads, for the one look-up of which of them have series in the window."""
 
 GPU_PRESENCE = ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_POWER_USAGE",
                 "dcgm_gpu_temp", "dcgm_gpu_utilization")
@@ -137,19 +153,19 @@ FAULT_BITS = (0x4, 0x8, 0x20, 0x40, 0x80)
 """Clock event reasons that are not benign (power cap, HW slowdown, SW/HW thermal, power brake); see N003."""
 
 HOST_SIGNALS: tuple[Signal, ...] = (
-    Signal("load1", ("node_load1",), ("last", "mean", "max")),
+    Signal("load1", ("node_load1",), ("mean",)),
     Signal("load5", ("node_load5",), ("last",)),
     Signal("load15", ("node_load15",), ("last",)),
     Signal("mem_total_bytes", ("node_memory_MemTotal_bytes",), ("last",), "B"),
-    Signal("mem_available_bytes", ("node_memory_MemAvailable_bytes",), ("last", "min"), "B"),
+    Signal("mem_available_bytes", ("node_memory_MemAvailable_bytes",), ("min",), "B"),
     Signal("mem_free_bytes", ("node_memory_MemFree_bytes",), ("min",), "B"),
     Signal("mem_cached_bytes", ("node_memory_Cached_bytes",), ("min",), "B"),
     Signal("mem_buffers_bytes", ("node_memory_Buffers_bytes",), ("min",), "B"),
     Signal("swap_total_bytes", ("node_memory_SwapTotal_bytes",), ("last",), "B"),
     Signal("swap_free_bytes", ("node_memory_SwapFree_bytes",), ("min",), "B"),
-    Signal("fds_allocated", ("node_filefd_allocated",), ("last", "max")),
+    Signal("fds_allocated", ("node_filefd_allocated",), ("max",)),
     Signal("fds_maximum", ("node_filefd_maximum",), ("last",)),
-    Signal("tcp_time_wait", ("node_sockstat_TCP_tw",), ("last", "max")),
+    Signal("tcp_time_wait", ("node_sockstat_TCP_tw",), ("max",)),
     Signal("tcp_in_use", ("node_sockstat_TCP_inuse",), ("last",)),
 )
 """node_exporter gauges, by node."""
@@ -171,28 +187,39 @@ def gauge_query(scope: Scope, signal: Signal, by: str) -> str:
     return " or ".join(parts)
 
 
-def throttle_share_query(scope: Scope) -> str:
-    """Per GPU, the share of the window's steps with a fault throttle reason active."""
-    names = next(s for s in GPU_SIGNALS if s.name == "clock_reasons").metrics
-    mask = scope.select(names)
-    bits = " + ".join(f"floor({mask} / {bit}) % 2" for bit in FAULT_BITS)
-    inner = f"avg_over_time((({bits}) > bool 0)[{scope.window}:{scope.step}])"
-    return f"max by ({NODE}, gpu) ({scope.keyed(inner)})"
+CLOCK_REASONS = next(s for s in GPU_SIGNALS if s.name == "clock_reasons").metrics
+"""The throttle-reason field's names (DCGM 4, DCGM 3, 1.x)."""
+
+
+def throttle_candidates_query(scope: Scope) -> str:
+    """GPUs whose reason mask reached 4 in the window: only they can have had a fault bit (0x4 and up) set.
+
+    Testing the bits at every step of the window for every GPU (a subquery) took minutes on 8,000 GPUs; the
+    few candidates are followed with a range query instead (:func:`reasons_range_query`).
+    """
+    inner = f"max_over_time({scope.select(CLOCK_REASONS)}[{scope.window}])"
+    return f"max by ({NODE}, gpu) ({scope.keyed(inner)}) >= 4"
+
+
+def reasons_range_query(scope: Scope, nodes: Sequence[str]) -> str:
+    """The reason mask over time for the GPUs of these nodes (a range query)."""
+    label = "Hostname" if scope.node_label.lower() == "hostname" else scope.node_label
+    extra = f'{label}=~"{instance_regex(nodes)}"'
+    return f"max by ({NODE}, gpu) ({scope.keyed(scope.select(CLOCK_REASONS, extra))})"
 
 
 def gpu_identity_query(scope: Scope) -> str:
-    """Per GPU, the labels that name it (UUID, model, PCI bus id), once."""
-    inner = f"last_over_time({scope.select(GPU_PRESENCE)}[{scope.window}])"
+    """Per GPU, the labels that name it (UUID, model, PCI bus id), once (from one metric: one series per GPU)."""
+    inner = f"last_over_time({scope.select(scope.names(GPU_PRESENCE)[:1] or GPU_PRESENCE)}[{scope.window}])"
     return f"count by ({NODE}, gpu, UUID, uuid, modelName, pci_bus_id) ({scope.keyed(inner)})"
 
 
-def presence_query(scope: Scope, names: Sequence[str], window: str | None = None, step: str | None = None) -> str:
-    """Per node, the last time (unix s) any of ``names`` had a sample in the window (or in ``window``)."""
-    # count by the node's label first: timestamp() drops metric names, and two names on one node would collide
+def presence_query(scope: Scope, names: Sequence[str], window: str | None = None) -> str:
+    """Per node, the samples any of ``names`` had in the window (or in ``window``): which nodes a source covered."""
+    name = scope.names(names)[:1] or tuple(names[:1])  # one series per GPU or node is enough to see the node
     labels = "Hostname, hostname" if scope.node_label.lower() == "hostname" else scope.node_label
-    counted = f"count by ({labels}) ({scope.select(names)})"
-    inner = f"max_over_time(timestamp({counted})[{window or scope.window}:{step or scope.step}])"
-    return f"max by ({NODE}) ({scope.keyed(inner)})"
+    counted = f"sum by ({labels}) (count_over_time({scope.select(name)}[{window or scope.window}]))"
+    return f"sum by ({NODE}) ({scope.keyed(counted)})"
 
 
 def cpu_queries(scope: Scope) -> dict[str, str]:

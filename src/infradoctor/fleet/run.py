@@ -173,7 +173,8 @@ def _coverage_notes(evidence: FleetEvidence, gathered: Gathered) -> list[ErrorNo
             notes.append(ErrorNote("fleet.coverage", f"no {cov.source} series in the window: its evidence is "
                                                      "absent, not healthy"))
     if dcgm.nodes_seen and not dcgm.failed:
-        without = [n for n in node_exp.nodes_seen if n not in set(dcgm.nodes_seen) and n not in set(dcgm.missing)]
+        known = set(dcgm.nodes_seen) | set(dcgm.missing)
+        without = [n for n in node_exp.nodes_seen if n not in known]
         if without:
             notes.append(ErrorNote("fleet.coverage", f"{len(without)} nodes have node_exporter but never had "
                                                      f"dcgm-exporter series (no GPU, or no exporter): "

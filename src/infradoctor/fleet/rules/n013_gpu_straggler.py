@@ -105,21 +105,23 @@ class Deviation:
                 "peer_spread": round(self.spread, 3), "peers": self.peers, "relative": round(self.relative, 3)}
 
 
-def deviations(values: Sequence[float], value: float, *, low_is_bad: bool, options: NodeOptions,
-               absolute: float | None = None) -> tuple[float, float, bool]:
-    """The group's median and spread (scaled MAD, floored), and whether ``value`` deviates in the bad direction."""
+def spread_of(values: Sequence[float], options: NodeOptions) -> tuple[float, float]:
+    """A group's median and spread: the scaled MAD, floored at ``SPREAD_FLOOR`` of the median."""
     ordered = sorted(values)
     median = quantile(ordered, 0.5)
     mad = quantile(sorted(abs(v - median) for v in ordered), 0.5)
     floor = options.threshold(RULE.code, "SPREAD_FLOOR", SPREAD_FLOOR) * abs(median)
-    spread = max(1.4826 * mad, floor, 1e-9)
+    return median, max(1.4826 * mad, floor, 1e-9)
+
+
+def deviates(value: float, median: float, spread: float, *, low_is_bad: bool, options: NodeOptions,
+             absolute: float | None = None) -> bool:
+    """Whether ``value`` lies far from the group's median in the bad direction, by enough to matter."""
     delta = (median - value) if low_is_bad else (value - median)
     far = delta >= options.threshold(RULE.code, "DEVIATIONS", DEVIATIONS) * spread
     if absolute is not None:
-        big = delta >= absolute
-    else:
-        big = median > 0 and delta / median >= options.threshold(RULE.code, "MIN_RELATIVE", MIN_RELATIVE)
-    return median, spread, far and big
+        return far and delta >= absolute
+    return far and median > 0 and delta / median >= options.threshold(RULE.code, "MIN_RELATIVE", MIN_RELATIVE)
 
 
 def _groups(evidence: FleetEvidence) -> dict[str, list[FleetGpu]]:
@@ -151,10 +153,9 @@ def check(evidence: FleetEvidence, options: NodeOptions) -> list[Finding]:
             if len(values) < min_peers:
                 continue
             absolute = spec.absolute(options) if spec.absolute is not None else None
+            median, spread = spread_of(list(values.values()), options)  # once per group: 8,000 GPUs stay linear
             for label, value in values.items():
-                median, spread, bad = deviations(list(values.values()), value, low_is_bad=spec.low_is_bad,
-                                                 options=options, absolute=absolute)
-                if bad:
+                if deviates(value, median, spread, low_is_bad=spec.low_is_bad, options=options, absolute=absolute):
                     relative = abs(value - median) / abs(median) if median else 0.0
                     found[label].append(Deviation(spec.signal, value, median, spread, len(values), relative))
         for label, devs in sorted(found.items()):
@@ -181,13 +182,12 @@ def _server_stragglers(evidence: FleetEvidence, options: NodeOptions, min_peers:
     for (kind, model), members in sorted(groups.items()):
         if len(members) < min_peers:
             continue
-        values = [v for _, v in members]
+        median, spread = spread_of([v for _, v in members], options)
         for node, value in members:
-            median, spread, bad = deviations(values, value, low_is_bad=False, options=options)
-            if not bad:
+            if not deviates(value, median, spread, low_is_bad=False, options=options):
                 continue
             relative = (value - median) / median if median else 0.0
-            dev = Deviation("e2e_p50_s", value, median, spread, len(values), relative)
+            dev = Deviation("e2e_p50_s", value, median, spread, len(members), relative)
             findings.append(RULE.finding(
                 f"{node}: {kind} {model} median latency {value * 1000:.0f} ms vs peer median {median * 1000:.0f} ms",
                 {"node": node, "server": kind, "model": model, "deviations": [dev.as_evidence()]},
