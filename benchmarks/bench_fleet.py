@@ -128,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{peer_s * scale:.0f} s (extrapolated)")
         print(f"ratio bytes fetched infradoctor/raw-pull: {head['bytes_fetched'] / (peer_bytes * scale):.3f}")
         print(f"ratio wall infradoctor/raw-pull: {wall / (peer_s * scale):.2f}")
+        load = os.getloadavg()
+        print(f"machine load average during the run: {load[0]:.1f} (1 min), {load[1]:.1f} (5 min) on "
+              f"{os.cpu_count()} CPUs (other work on the machine slows Prometheus and infradoctor alike)")
         ok = wall < WALL_GOAL_S and rss_mb < RSS_GOAL_MB
         print(f"goal wall < {WALL_GOAL_S:g} s: {'met' if wall < WALL_GOAL_S else 'MISSED'}; "
               f"goal RSS < {RSS_GOAL_MB:g} MB: {'met' if rss_mb < RSS_GOAL_MB else 'MISSED'}")

@@ -56,8 +56,6 @@ class Gathered:
     """Failed or partial queries."""
     notes: list[str] = field(default_factory=list)
     """Evidence that is absent for a reason other than a failure (an exporter not deployed, a field not collected)."""
-    last_seen: dict[str, dict[str, float]] = field(default_factory=dict)
-    """Per source, node -> unix time of its last sample in the window."""
 
 
 class _Asker:
@@ -227,7 +225,7 @@ def gather(client: PrometheusClient, window: Window, scope: q.Scope, *, role_lab
     )
     evidence = FleetEvidence(window=window, gpus=tuple(gpus), hosts=tuple(hosts), routers=tuple(routers),
                              servers=tuple(servers), coverage=coverage, role_label=role_label, roles=roles)
-    return Gathered(evidence, containers, problems, notes, seen)
+    return Gathered(evidence, containers, problems, notes)
 
 
 MAX_THROTTLE_CANDIDATES = 400
