@@ -26,6 +26,8 @@ class Faults:
     """Queries matching this regex get Prometheus' 503 error envelope."""
     warn_pattern: str | None = None
     """Answers to queries matching this regex get a partial-data warning."""
+    junk: bytes | None = None
+    """Answer every query with these bytes (status 200) instead of Prometheus' answer."""
     require_auth: str | None = None
     """The Authorization header value required (401 otherwise)."""
     seen_auth: list[str] = field(default_factory=list)
@@ -54,6 +56,9 @@ def fault_proxy(upstream: str, faults: Faults) -> Iterator[str]:
                 return
             if faults.delay_s:
                 time.sleep(faults.delay_s)
+            if faults.junk is not None:
+                self._send(200, faults.junk)
+                return
             form = urllib.parse.parse_qs((body or b"").decode()) if body else {}
             query = (form.get("query") or [""])[0]
             if faults.fail_pattern and re.search(faults.fail_pattern, query):

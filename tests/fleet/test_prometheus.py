@@ -23,6 +23,10 @@ from infradoctor.fleet.evidence import Window
 from infradoctor.fleet.run import FleetOptions, run
 from infradoctor.fleet.window import make_window
 from infradoctor.procs import free_port
+from infradoctor.report.html import HtmlRenderer
+from infradoctor.report.markdown import MarkdownRenderer
+from infradoctor.report.present.fleet import timeline_chart
+from infradoctor.result import Result
 from tests.conftest import validate_result
 from tests.fleet.faults import Faults, fault_proxy
 from tests.fleet.history import Fleet, Sick
@@ -83,6 +87,12 @@ def test_the_sick_nodes_and_only_them(fleet_prometheus: tuple[Prometheus, Fleet]
     assert "ECC errors not collected for 28 of 28 GPUs" in errors  # not in dcgm-exporter's default counters
     assert metrics["timeline"] and metrics["timeline"][-1]["name"].startswith("fleet median")
     assert "Fleet, worst first" in done.stdout and "node-05" in done.stdout
+    result = Result.from_dict(data)
+    html = HtmlRenderer().render([result])
+    assert "Fleet, worst first" in html and "node-05 GPU 0" in html and "Evidence coverage" in html
+    assert "| node-06 |" in MarkdownRenderer().render([result])
+    svg = timeline_chart(result)
+    assert svg.startswith("<svg") and "fleet median" in svg
 
 
 def test_selector_scopes_every_query(fleet_prometheus: tuple[Prometheus, Fleet]) -> None:

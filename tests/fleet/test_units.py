@@ -202,3 +202,40 @@ def test_onset_names_the_first_problem_and_the_change_before_it() -> None:
     before = (Onset("N003", "n1 GPU 2", "fault_throttle_bits", NOW - 3600, True, 0.0, "t"),)
     quiet = run_rules(OnsetEvidence(WINDOW, before, changes), NodeOptions())
     assert quiet[0].severity.value == "info" and "before the window" in quiet[0].title
+
+
+@pytest.mark.parametrize(("junk", "kind"), [
+    (b"not json at all", "bad-response"),
+    (b"[" * 200_000, "bad-response"),
+    (b'{"status": "success", "data": {"resultType": "string", "result": [1, "x"]}}', "bad-response"),
+    (b'{"status": "error", "errorType": "execution", "error": "query timed out in expression evaluation"}',
+     "prometheus"),
+    (b'{"status": "success", "data": {"resultType": "vector", "result": []}}' + b" " * 5000, "too-large"),
+])
+def test_hostile_answers_are_failures_not_crashes(junk: bytes, kind: str) -> None:
+    from infradoctor.procs import free_port
+    from tests.fleet.faults import Faults, fault_proxy
+
+    with fault_proxy(f"http://127.0.0.1:{free_port()}", Faults(junk=junk)) as url:
+        limit = 4096 if kind == "too-large" else 1_000_000
+        answer = PrometheusClient(url, timeout_s=5, max_response_bytes=limit).query("up", NOW)
+    assert answer.failure is not None and answer.failure.kind == kind
+    assert answer.series == ()
+
+
+def test_odd_values_are_dropped_one_by_one() -> None:
+    from infradoctor.procs import free_port
+    from tests.fleet.faults import Faults, fault_proxy
+
+    body = (b'{"status": "success", "data": {"resultType": "vector", "result": ['
+            b'{"metric": {"gpu": "0"}, "value": [1800000000, "1e999"]},'
+            b'{"metric": {"gpu": "1"}, "value": [1800000000, "NaN"]},'
+            b'{"metric": {"gpu": "2"}, "value": [1800000000, "' + b"9" * 100 + b'"]},'
+            b'{"metric": {"gpu": "3"}, "value": ["1800000000", "5"]},'
+            b'{"metric": "x", "value": [1800000000, "6"]},'
+            b'{"metric": {"gpu": "5"}, "value": [1800000000, "72.5"]}]}}')
+    with fault_proxy(f"http://127.0.0.1:{free_port()}", Faults(junk=body)) as url:
+        answer = PrometheusClient(url, timeout_s=5).query("up", NOW)
+    assert answer.ok
+    assert [(s.labels.get("gpu"), s.last) for s in answer.series] == [
+        ("0", None), ("1", None), ("2", None), ("3", None), (None, 6.0), ("5", 72.5)]
