@@ -121,7 +121,8 @@ def test_catalog_commands_match_the_evidence_rules_read() -> None:
     from infradoctor.route.evidence import RouteEvidence
     from infradoctor.telemetry.evidence import RouterEvidence, ServerEvidence
 
-    # `fleet` also runs the node rules over NodeEvidence it builds from Prometheus; that is not listed per rule.
+    # `fleet` also runs the node, router and server rules over NodeEvidence, RouterEvidence and ServerEvidence it
+    # builds from Prometheus; that is not listed per rule.
     commands = {LoadEvidence: {"load", "profile"}, LogsEvidence: {"logs"}, NodeEvidence: {"node"},
                 ProfileAnalysis: {"profile"}, RouteEvidence: {"route"}, RouterEvidence: {"route", "load"},
                 ServerEvidence: {"route", "load"}, FleetEvidence: {"fleet"}, ContainerEvidence: {"fleet"},

@@ -121,5 +121,6 @@ def test_real_exporters_scraped_by_a_real_prometheus(tmp_path: Path, cli) -> Non
     assert envoy["requests"] >= 30 and envoy["retries"] > 0
     ha_models = routers[("haproxy", "models")]
     assert ha_models["requests"] > 0 and ha_models["errors_5xx"] > 0 and ha_models["members_max"] == 2
+    assert any(f["code"] == "R005" and f["location"]["file"] == "router-2 envoy" for f in data["findings"])
     rows = {r["node"]: r for r in metrics["nodes"]}
     assert rows["gpu-a"]["gpus"] == 1 and rows["gpu-a"]["cpu_util_pct"] is not None

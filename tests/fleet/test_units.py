@@ -239,3 +239,17 @@ def test_odd_values_are_dropped_one_by_one() -> None:
     assert answer.ok
     assert [(s.labels.get("gpu"), s.last) for s in answer.series] == [
         ("0", None), ("1", None), ("2", None), ("3", None), (None, 6.0), ("5", 72.5)]
+
+
+def test_routers_and_model_servers_go_through_their_own_rules() -> None:
+    from infradoctor.fleet.evidence import RouterUpstream
+    from infradoctor.fleet.service_view import service_findings
+
+    routers = [RouterUpstream("edge-1", "envoy", "models", requests=1200, retries=300, pending_max=0),
+               RouterUpstream("edge-1", "envoy", "embed", requests=800, retries=0, pending_max=0),
+               RouterUpstream("edge-2", "envoy", "models", requests=2000, retries=2, pending_max=0)]
+    servers = [ModelServer("gpu-1", "vllm", "llama", queue_max=40, queue_mean=12, kv_cache_max=0.99, preemptions=25),
+               ModelServer("gpu-2", "vllm", "llama", queue_max=0, queue_mean=0, kv_cache_max=0.4, preemptions=0)]
+    found = {(f.code, f.location.file if f.location else "") for f in service_findings(routers, servers, 120)}
+    assert found == {("R005", "edge-1 envoy"), ("S010", "gpu-1 vllm llama"), ("S011", "gpu-1 vllm llama"),
+                     ("S012", "gpu-1 vllm llama")}

@@ -38,6 +38,7 @@ from infradoctor.fleet.node_view import node_evidence, node_findings
 from infradoctor.fleet.onset import follow
 from infradoctor.fleet.prom import Credentials, PrometheusClient
 from infradoctor.fleet.rules.n015_fleet_onset import iso
+from infradoctor.fleet.service_view import service_findings
 from infradoctor.node.containers import ContainerEvidence
 from infradoctor.node.rules._common import NodeOptions
 from infradoctor.redact import redact_url
@@ -151,6 +152,7 @@ def _findings(gathered: Gathered, options: FleetOptions, evidence: FleetEvidence
     if gathered.containers is not None:
         findings.extend(run_rules(gathered.containers, options.node_options))
     findings.extend(run_rules(evidence, options.node_options))
+    findings.extend(service_findings(evidence.routers, evidence.servers, steps))
     return findings
 
 
