@@ -32,7 +32,14 @@ def exposition(hostname: str, overrides: Mapping[str, float] | None = None) -> s
 @contextmanager
 def dcgm_exporter(hostname: str, overrides: Mapping[str, float] | None = None) -> Iterator[int]:
     """Serve the exposition on a free loopback port until the block ends; yields the port."""
-    body = exposition(hostname, overrides).encode()
+    with text_exporter(exposition(hostname, overrides)) as port:
+        yield port
+
+
+@contextmanager
+def text_exporter(text: str) -> Iterator[int]:
+    """Serve a recorded exposition as recorded on a free loopback port; yields the port."""
+    body = text.encode()
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args: object) -> None:

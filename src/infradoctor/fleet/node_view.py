@@ -119,17 +119,24 @@ def _share_summary(share: float, count: int) -> MetricSummary:
                          p95=1.0 if share > 0.05 else 0.0, max=1.0 if share > 0 else 0.0)
 
 
+def memory(host: FleetHost) -> tuple[float, float]:
+    """RAM total and the least available in the window, in bytes ((0, 0) when unknown)."""
+    s = dict(host.signals)
+    if "mem_available_bytes" in host.unknown or "mem_total_bytes" in host.unknown:
+        return 0.0, 0.0  # unknown: the rules skip a host without a memory total
+    total = _value(s, "mem_total_bytes") or 0.0
+    available = _value(s, "mem_available_bytes", "min")
+    if available is None:  # kernels before 3.14 have no MemAvailable: free + cache + buffers is the old estimate
+        parts = [_value(s, n, "min") for n in ("mem_free_bytes", "mem_cached_bytes", "mem_buffers_bytes")]
+        available = sum(p for p in parts if p is not None) if parts[0] is not None else total
+    return total, available
+
+
 def host_evidence(host: FleetHost, window_s: float) -> HostEvidence:
     """A node's host evidence as the node rules read it."""
     s = dict(host.signals)
     cores = _int(_value(s, "cpu_cores")) or 0
-    total = _value(s, "mem_total_bytes") or 0.0
-    available = _value(s, "mem_available_bytes", "min")
-    if "mem_available_bytes" in host.unknown or "mem_total_bytes" in host.unknown:
-        total, available = 0.0, 0.0  # unknown: the rules skip a host without a memory total
-    elif available is None:  # kernels before 3.14 have no MemAvailable: free + cache + buffers is the old estimate
-        parts = [_value(s, n, "min") for n in ("mem_free_bytes", "mem_cached_bytes", "mem_buffers_bytes")]
-        available = sum(p for p in parts if p is not None) if parts[0] is not None else total
+    total, available = memory(host)
     swap_total = _value(s, "swap_total_bytes") or 0.0
     swap_free = _value(s, "swap_free_bytes", "min")
     swap_used = max(0.0, swap_total - swap_free) if swap_free is not None else 0.0

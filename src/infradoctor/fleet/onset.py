@@ -110,9 +110,12 @@ FOLLOW: dict[str, Follow] = {
 
 
 def _cpu_expr(scope: q.Scope, regex: str) -> str:
-    idle = _sel(scope, ("node_cpu_seconds_total",), regex, 'mode="idle"')
-    inner = scope.keyed(f"rate({idle}[{_rate_window(scope)}])")
-    return f"100 * (1 - avg by ({q.NODE}) ({inner}))"
+    w = _rate_window(scope)
+    idle_sel = _sel(scope, ("node_cpu_seconds_total",), regex, 'mode="idle"')
+    every_sel = _sel(scope, ("node_cpu_seconds_total",), regex)
+    idle = scope.keyed(f"rate({idle_sel}[{w}])")
+    every = scope.keyed(f"rate({every_sel}[{w}])")
+    return f"100 * (1 - sum by ({q.NODE}) ({idle}) / sum by ({q.NODE}) ({every}))"
 
 
 FOLLOW["N007"] = Follow("cpu_util_pct", _cpu_expr, (q.NODE,), lambda v: v >= n007_cpu_saturated.BUSY_PCT,

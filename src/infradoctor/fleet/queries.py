@@ -223,15 +223,20 @@ def presence_query(scope: Scope, names: Sequence[str], window: str | None = None
 
 
 def cpu_queries(scope: Scope) -> dict[str, str]:
-    """CPU utilisation (mean and busiest step), iowait and core count, per node."""
+    """CPU utilisation and iowait (window means) and core count, per node.
+
+    Busy share = 1 - idle time / all time, both summed over the node's CPUs and modes: a node whose counters did
+    not move (a frozen exporter) gives 0/0, no value, instead of "100% busy" from ``1 - rate(idle)``.
+    """
+    every = scope.select(("node_cpu_seconds_total",))
     idle = scope.select(("node_cpu_seconds_total",), 'mode="idle"')
     iowait = scope.select(("node_cpu_seconds_total",), 'mode="iowait"')
-    idle_rate = scope.keyed(f"rate({idle}[{scope.window}])")
-    iowait_rate = scope.keyed(f"rate({iowait}[{scope.window}])")
-    cores = scope.keyed(f"last_over_time({idle}[{scope.window}])")
+    w = scope.window
+    total = f"sum by ({NODE}) ({scope.keyed(f'rate({every}[{w}])')})"
+    cores = scope.keyed(f"last_over_time({idle}[{w}])")
     return {
-        "cpu_util_pct.mean": f"100 * (1 - avg by ({NODE}) ({idle_rate}))",
-        "cpu_iowait_pct.mean": f"100 * avg by ({NODE}) ({iowait_rate})",
+        "cpu_util_pct.mean": f"100 * (1 - sum by ({NODE}) ({scope.keyed(f'rate({idle}[{w}])')}) / {total})",
+        "cpu_iowait_pct.mean": f"100 * sum by ({NODE}) ({scope.keyed(f'rate({iowait}[{w}])')}) / {total}",
         "cpu_cores.last": f"count by ({NODE}) ({cores})",
     }
 

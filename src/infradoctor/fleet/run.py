@@ -34,7 +34,7 @@ from infradoctor.fleet.metrics import (
     TimelineSeries,
     WindowInfo,
 )
-from infradoctor.fleet.node_view import node_evidence, node_findings
+from infradoctor.fleet.node_view import memory, node_evidence, node_findings
 from infradoctor.fleet.onset import follow
 from infradoctor.fleet.prom import Credentials, PrometheusClient
 from infradoctor.fleet.rules.n015_fleet_onset import iso
@@ -223,13 +223,12 @@ def _node_row(node: str, gpus: Sequence[FleetGpu], host: FleetHost | None, findi
     if host is None:
         return row
     s = host.signals
-    total = s["mem_total_bytes"].last if "mem_total_bytes" in s else None
-    avail = s["mem_available_bytes"].min if "mem_available_bytes" in s else None
+    total, avail = memory(host)
     disks = [100 * (1 - d.avail_bytes_min / d.size_bytes) for d in host.disks if d.size_bytes]
     cpu = s["cpu_util_pct"].mean if "cpu_util_pct" in s else None
     tw = s["tcp_time_wait"].max if "tcp_time_wait" in s else None
     return replace(row, cpu_util_pct=round(cpu, 1) if cpu is not None else None,
-                   mem_available_pct=round(100 * avail / total, 1) if total and avail is not None else None,
+                   mem_available_pct=round(100 * avail / total, 1) if total else None,
                    disk_used_max_pct=round(max(disks), 1) if disks else None, tcp_time_wait=tw)
 
 
