@@ -143,12 +143,11 @@ def gather(client: PrometheusClient, window: Window, scope: q.Scope, *, role_lab
     say("dcgm-exporter")
     sources: tuple[tuple[str, tuple[str, ...]], ...] = (("dcgm-exporter", q.GPU_PRESENCE),
                                                          ("node_exporter", ("node_load1", "node_cpu_seconds_total")))
-    lookback = f"{max(1, round(window.seconds + LOOKBACK_S))}s"
     jobs = []
     for source, metrics in sources:
         if scope.has(metrics):
             jobs.append((f"fleet.{source}", q.presence_query(scope, metrics), f"which nodes {source} covered"))
-            jobs.append((f"fleet.{source}", q.presence_query(scope, metrics, lookback),
+            jobs.append((f"fleet.{source}", q.earlier_presence_query(scope, metrics, LOOKBACK_S, window.seconds),
                          f"which nodes {source} covered before the window"))
     answers = iter(ask.many(jobs))
     seen: dict[str, dict[str, float]] = {}

@@ -214,12 +214,25 @@ def gpu_identity_query(scope: Scope) -> str:
     return f"count by ({NODE}, gpu, UUID, uuid, modelName, pci_bus_id) ({scope.keyed(inner)})"
 
 
-def presence_query(scope: Scope, names: Sequence[str], window: str | None = None) -> str:
-    """Per node, the samples any of ``names`` had in the window (or in ``window``): which nodes a source covered."""
+def presence_query(scope: Scope, names: Sequence[str]) -> str:
+    """Per node, the samples any of ``names`` had in the window: which nodes a source covered."""
     name = scope.names(names)[:1] or tuple(names[:1])  # one series per GPU or node is enough to see the node
     labels = "Hostname, hostname" if scope.node_label.lower() == "hostname" else scope.node_label
-    counted = f"sum by ({labels}) (count_over_time({scope.select(name)}[{window or scope.window}]))"
+    counted = f"sum by ({labels}) (count_over_time({scope.select(name)}[{scope.window}]))"
     return f"sum by ({NODE}) ({scope.keyed(counted)})"
+
+
+def earlier_presence_query(scope: Scope, names: Sequence[str], lookback_s: float, window_s: float) -> str:
+    """Per node, whether any of ``names`` had series in the ``lookback_s`` before the window.
+
+    Sampled every half hour (each instant looks back 5 minutes), so hours of history cost a dozen instant
+    evaluations instead of a pass over every sample.
+    """
+    name = scope.names(names)[:1] or tuple(names[:1])
+    labels = "Hostname, hostname" if scope.node_label.lower() == "hostname" else scope.node_label
+    counted = f"count by ({labels}) ({scope.select(name)})"
+    inner = f"max_over_time(({counted})[{round(lookback_s)}s:30m] offset {round(window_s)}s)"
+    return f"max by ({NODE}) ({scope.keyed(inner)})"
 
 
 def cpu_queries(scope: Scope) -> dict[str, str]:
