@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Installs what the tests need on a fresh Debian machine (routers, load generators, the package with its test
-# extras in .venv) and runs the quality gates and the test suite.
+# Installs what the tests need on a fresh Debian machine (routers, load generators, Prometheus with promtool and
+# node_exporter, the package with its test extras in .venv) and runs the quality gates and the test suite.
 # Usage: scripts/test.sh [--fast] [pytest args...]
 #   --fast  only the fast tier: no integration or slow tests (about 2 minutes on 2 cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_pkgs=()
-for tool in nginx haproxy wrk hey chromium; do
+for tool in nginx haproxy wrk hey chromium prometheus prometheus-node-exporter; do
   command -v "$tool" >/dev/null 2>&1 || [[ -x /usr/sbin/$tool ]] || need_pkgs+=("$tool")
 done
 if ((${#need_pkgs[@]})); then

@@ -221,6 +221,7 @@ def json_schema(tp: Any, defs: dict[str, Any] | None = None) -> dict[str, Any]: 
 METRICS_CLASSES: Mapping[str, str] = {
     "compare": "infradoctor.compare.analysis:CompareMetrics",
     "node": "infradoctor.node.metrics:NodeMetrics",
+    "fleet": "infradoctor.fleet.metrics:FleetMetrics",
     "route": "infradoctor.route.metrics:RouteMetrics",
     "load": "infradoctor.load.metrics:LoadMetrics",
     "scan": "infradoctor.scan.metrics:ScanMetrics",

@@ -112,16 +112,21 @@ def test_severity_parse() -> None:
 def test_catalog_commands_match_the_evidence_rules_read() -> None:
     # A check over one command's evidence makes that command emit the code (load's rules also run under
     # `profile --load-url`, serve's only there; scan's rules are syntax-tree hooks).
+    from infradoctor.fleet.evidence import FleetEvidence, OnsetEvidence
     from infradoctor.load.evidence import LoadEvidence
     from infradoctor.logs.evidence import LogsEvidence
+    from infradoctor.node.containers import ContainerEvidence
     from infradoctor.node.evidence import NodeEvidence
     from infradoctor.profile.analyze import ProfileAnalysis
     from infradoctor.route.evidence import RouteEvidence
     from infradoctor.telemetry.evidence import RouterEvidence, ServerEvidence
 
+    # `fleet` also runs the node, router and server rules over NodeEvidence, RouterEvidence and ServerEvidence it
+    # builds from Prometheus; that is not listed per rule.
     commands = {LoadEvidence: {"load", "profile"}, LogsEvidence: {"logs"}, NodeEvidence: {"node"},
                 ProfileAnalysis: {"profile"}, RouteEvidence: {"route"}, RouterEvidence: {"route", "load"},
-                ServerEvidence: {"route", "load"}}
+                ServerEvidence: {"route", "load"}, FleetEvidence: {"fleet"}, ContainerEvidence: {"fleet"},
+                OnsetEvidence: {"fleet"}}
     for code, entry in catalog().items():
         if entry.group == "C":
             assert entry.commands == ("scan",)

@@ -45,6 +45,8 @@ COMMANDS: tuple[CommandRef, ...] = (
     CommandRef("route", "Is it the router or the node? Compare requests through the router with the same requests "
                "sent directly"),
     CommandRef("logs", "Find failure signatures, incidents and router-vs-upstream time in logs"),
+    CommandRef("fleet", "The incident window across every node from Prometheus: the same rules per node and GPU, "
+               "stragglers, onset"),
     CommandRef("scan", "Static checks for AI-serving and PyTorch anti-patterns (codes C001-C014)"),
     CommandRef("report", "Write the report from stored runs: Summary, Method, Findings, Changes made, Risks / "
                "tradeoffs, Next steps"),

@@ -1,0 +1,102 @@
+"""N014 container-restarts: containers that restart, are OOM-killed or wait in a crash back-off.
+
+What it detects:
+    From kube-state-metrics (`infradoctor fleet`): per node, the containers whose restart count grew in the incident
+    window by at least ``MIN_RESTARTS``, or whose last termination in the window was ``OOMKilled``, or that waited
+    in ``CrashLoopBackOff`` (or another start failure: image pull, bad configuration). One finding per node, naming
+    the containers with the most restarts.
+
+Why it matters:
+    A restarting model server drops its in-flight requests, reloads its weights (minutes for a large model) and
+    sheds its warm KV cache; behind a router this shows as 5xx bursts, retries and latency spikes on whichever node
+    it runs. An OOM kill (exit code 137) means the container's memory limit is below what the model or its batch
+    needs; a crash back-off means it cannot start at all and its GPUs sit idle.
+
+How it is measured:
+    ``increase(kube_pod_container_status_restarts_total[window])`` per container,
+    ``kube_pod_container_status_last_terminated_reason`` and ``..._waiting_reason`` seen in the window, and
+    ``kube_pod_info`` for the node. Severity: ``high`` for an OOM kill, a crash back-off, or at least
+    ``HIGH_RESTARTS`` restarts of one container; else ``medium``.
+
+Fix:
+    OOMKilled: raise the container's memory limit to what it uses at peak (or lower its batch size / KV-cache
+    share); CrashLoopBackOff: read the previous container's log (``kubectl logs --previous``) for the start-up
+    error; repeated restarts without a reason: check liveness probes (a probe that times out under load kills a
+    healthy but busy server).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from infradoctor.findings import Finding, Location, Rule, Severity
+from infradoctor.node.containers import ContainerEvidence, ContainerRestart
+from infradoctor.node.rules._common import NodeOptions
+
+RULE = Rule(
+    "N014",
+    "container-restarts",
+    Severity.MEDIUM,
+    "Containers restart, are OOM-killed or crash-loop",
+    fix="OOMKilled: raise the memory limit or lower the batch; CrashLoopBackOff: read `kubectl logs --previous`; "
+        "frequent restarts: check liveness probe timeouts under load.",
+    risk="Higher limits fit fewer pods per node; longer probe timeouts detect real hangs later.",
+    commands=("fleet",),
+)
+
+MIN_RESTARTS = 1
+"""Restarts of one container in the window from which it counts."""
+HIGH_RESTARTS = 5
+"""Restarts of one container in the window that make the finding high."""
+FAILING_WAIT_REASONS = frozenset({"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull",
+                                  "CreateContainerConfigError", "CreateContainerError", "RunContainerError"})
+"""Waiting reasons that mean the container cannot start (``ContainerCreating`` is normal)."""
+SHOWN = 5
+"""Containers named per finding."""
+
+
+def _counts(item: ContainerRestart, minimum: float) -> bool:
+    return (item.restarts >= minimum or item.last_terminated_reason == "OOMKilled"
+            or item.waiting_reason in FAILING_WAIT_REASONS)
+
+
+@RULE.check(ContainerEvidence, NodeOptions)
+def check(evidence: ContainerEvidence, options: NodeOptions) -> list[Finding]:
+    """One finding per node with restarting, OOM-killed or crash-looping containers."""
+    minimum = options.threshold(RULE.code, "MIN_RESTARTS", MIN_RESTARTS)
+    high = options.threshold(RULE.code, "HIGH_RESTARTS", HIGH_RESTARTS)
+    by_node: dict[str, list[ContainerRestart]] = defaultdict(list)
+    for item in evidence.restarts:
+        if _counts(item, minimum):
+            by_node[item.node or "(node unknown)"].append(item)
+    findings = []
+    for node, items in sorted(by_node.items()):
+        items.sort(key=lambda c: (-c.restarts, c.name))
+        oom = [c for c in items if c.last_terminated_reason == "OOMKilled"]
+        looping = [c for c in items if c.waiting_reason in FAILING_WAIT_REASONS]
+        total = sum(c.restarts for c in items)
+        parts = [f"{len(items)} container{'s' if len(items) != 1 else ''} restarted {total:.0f} times"]
+        if oom:
+            parts.append(f"{len(oom)} OOMKilled")
+        if looping:
+            parts.append(f"{len(looping)} in {looping[0].waiting_reason}")
+        shown = ", ".join(f"{c.name} x{c.restarts:.0f}" for c in items[:3])
+        severe = bool(oom or looping) or any(c.restarts >= high for c in items)
+        findings.append(RULE.finding(
+            f"{node}: " + ", ".join(parts) + f" ({shown})",
+            {
+                "node": node,
+                "containers": len(items),
+                "restarts": total,
+                "oom_killed": [c.name for c in oom[:SHOWN]],
+                "crash_looping": [c.name for c in looping[:SHOWN]],
+                "top": [{"container": c.name, "restarts": c.restarts, "last_terminated_reason":
+                         c.last_terminated_reason, "waiting_reason": c.waiting_reason, "exit_code": c.exit_code}
+                        for c in items[:SHOWN]],
+                "window_s": evidence.window_s,
+                "source": evidence.source,
+            },
+            severity=Severity.HIGH if severe else None,
+            location=Location(file=node),
+        ))
+    return findings
