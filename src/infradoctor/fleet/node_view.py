@@ -11,6 +11,7 @@ not healthy.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from infradoctor.findings import Finding, Location, run_rules
@@ -23,6 +24,7 @@ from infradoctor.node.evidence import (
     GpuDevice,
     GpuExpectation,
     GpuSnapshot,
+    GpuWindow,
     HostEvidence,
     KernelLogEvidence,
     MemoryEvidence,
@@ -67,8 +69,8 @@ def gpu_index(gpu: FleetGpu, position: int) -> int:
     return int(gpu.gpu) if gpu.gpu.isdigit() and len(gpu.gpu) < 6 else position
 
 
-def gpu_device(gpu: FleetGpu, position: int) -> GpuDevice:
-    """A GPU as the node rules read it."""
+def gpu_device(gpu: FleetGpu, position: int, *, window_s: float | None = None, steps: int = 0) -> GpuDevice:
+    """A GPU as the node rules read it; with ``window_s``, how it moved over the queried window too."""
     s = dict(gpu.signals)
     used = _value(s, "fb_used_mib", "max")
     free_last, used_last = _value(s, "fb_free_mib"), _value(s, "fb_used_mib")
@@ -101,7 +103,19 @@ def gpu_device(gpu: FleetGpu, position: int) -> GpuDevice:
         pcie_gen_current=None, pcie_gen_max=None, pcie_width_current=None, pcie_width_max=None,
         pcie_replay_count=_int(_value(s, "pcie_replays")), persistence_mode=None, mig_enabled=None,
         unavailable=unavailable,
+        window=_window(gpu, s, window_s, steps) if window_s else None,
     )
+
+
+def _window(gpu: FleetGpu, s: Mapping[str, Stat], window_s: float, steps: int) -> GpuWindow:
+    """The window the node rules judge (N003: share of samples throttled; N010: replay counter growth)."""
+    replays = s.get("pcie_replays")
+    growth = None
+    if replays is not None and replays.max is not None and replays.min is not None:
+        growth = _int(max(0.0, replays.max - replays.min))
+    return GpuWindow(seconds=window_s, samples=steps, utilization_gpu_mean_pct=_value(dict(s), "util_pct", "mean"),
+                     utilization_gpu_max_pct=_value(dict(s), "util_pct", "max"),
+                     throttled_sample_share=gpu.throttled_share, pcie_replays=growth)
 
 
 def _summary(stat: Stat | None, count: int) -> MetricSummary | None:
@@ -168,7 +182,7 @@ def host_evidence(host: FleetHost, window_s: float) -> HostEvidence:
 def node_evidence(node: str, gpus: list[FleetGpu], host: FleetHost | None, *, window_s: float, steps: int,
                   source: str) -> NodeEvidence:
     """One node's evidence."""
-    devices = [gpu_device(g, i) for i, g in enumerate(gpus)]
+    devices = [gpu_device(g, i, window_s=window_s, steps=steps) for i, g in enumerate(gpus)]
     xids = []
     watch: dict[str, MetricSummary] = {}
     for gpu, device in zip(gpus, devices, strict=True):
