@@ -6,7 +6,8 @@ Usage (from anywhere; one profile run at a time):
 --src      the infradoctor source to profile with (default: /work/baseline/src; use ../../../src for the live code)
 --out      where prof-<name>.json / .log go (default: /tmp)
 --judge-only  do not run, judge the JSON files already in --out
---overhead N  also time each unmodified non-server script N times with and without the profiler (median wall)
+--overhead N  also time each unmodified non-server script N times with and without the profiler, interleaved
+              (median wall seconds and median CPU seconds of the process tree)
 
 Verdicts per expected finding: correct, wrong-line, too-low, missed. Per other finding: false (forbidden),
 acceptable, unexpected (not covered by expected.json: judge it by hand). The judge reads only the result JSON.
@@ -14,6 +15,7 @@ acceptable, unexpected (not covered by expected.json: judge it by hand). The jud
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -44,9 +46,13 @@ def run_one(name, e, src, out):
 
 
 def wall(argv, env):
+    """Wall seconds and CPU seconds (user + sys of the whole process tree that was waited for)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     subprocess.call(argv, cwd=HERE, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return time.monotonic() - t0, cpu
 
 
 def overhead(name, e, src, out, n):
@@ -55,13 +61,19 @@ def overhead(name, e, src, out, n):
     env_prof = dict(os.environ, PYTHONPATH=src, **e.get("env", {}))
     jpath = os.path.join(out, "prof-%s-overhead.json" % name)
     prof = [PY, "-m", "infradoctor", "profile", "--no-store", "--quiet", "--json", jpath, "--"] + workload_argv(e)
-    plain, profd = [], []
+    plain, profd, plain_cpu, profd_cpu = [], [], [], []
     for _ in range(n):  # interleaved, so that background load hits both alike
-        plain.append(wall(workload_argv(e), env_plain))
-        profd.append(wall(prof, env_prof))
-    return {"plain_s": plain, "profiled_s": profd, "plain_median_s": statistics.median(plain),
-            "profiled_median_s": statistics.median(profd),
-            "ratio": statistics.median(profd) / statistics.median(plain)}
+        w, c = wall(workload_argv(e), env_plain)
+        plain.append(w)
+        plain_cpu.append(c)
+        w, c = wall(prof, env_prof)
+        profd.append(w)
+        profd_cpu.append(c)
+    med = statistics.median
+    return {"plain_s": plain, "profiled_s": profd, "plain_median_s": med(plain), "profiled_median_s": med(profd),
+            "ratio": med(profd) / med(plain),
+            "plain_cpu_s": plain_cpu, "profiled_cpu_s": profd_cpu, "plain_cpu_median_s": med(plain_cpu),
+            "profiled_cpu_median_s": med(profd_cpu), "cpu_ratio": med(profd_cpu) / med(plain_cpu)}
 
 
 def _loc(f):
@@ -152,9 +164,10 @@ def main():
         if a.overhead and e["variant_of"] is None and e["kind"] != "server":
             entry["overhead"] = overhead(name, e, os.path.abspath(a.src), a.out, a.overhead)
             o = entry["overhead"]
-            print("  overhead %s: %.2fx (median %.1f s profiled / %.1f s plain; runs %s / %s)" % (
+            print("  overhead %s: wall %.2fx (median %.1f / %.1f s; runs %s / %s), CPU %.2fx (median %.1f / %.1f s)" % (
                 name, o["ratio"], o["profiled_median_s"], o["plain_median_s"],
-                [round(x, 1) for x in o["profiled_s"]], [round(x, 1) for x in o["plain_s"]]), flush=True)
+                [round(x, 1) for x in o["profiled_s"]], [round(x, 1) for x in o["plain_s"]],
+                o["cpu_ratio"], o["profiled_cpu_median_s"], o["plain_cpu_median_s"]), flush=True)
         report[name] = entry
         try:
             with open(os.path.join(a.out, "prof-%s.json" % name)) as f:
