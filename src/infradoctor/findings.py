@@ -391,18 +391,10 @@ def rule(code_or_name: str) -> Rule:
     return found
 
 
-def make_finding(
-    code: str,
-    title: str,
-    evidence: Mapping[str, Any] | None = None,
-    *,
-    severity: Severity | None = None,
-    fix: str | None = None,
-    risk: str | None = None,
-    location: Location | None = None,
-    impact: float | None = None,
-) -> Finding:
-    """A finding for a catalogued code (for code outside the rule modules; rules call ``RULE.finding``).
+def make_finding(code: str, title: str, evidence: Mapping[str, Any] | None = None, **details: Any) -> Finding:
+    """A finding of a catalogued code: ``rule(code).finding(title, evidence, **details)``.
+
+    For code outside the rule modules (rules call ``RULE.finding``).
 
     Raises:
         UnknownCodeError: the code is not in the catalog (emitting an unknown code is a bug).
@@ -410,9 +402,7 @@ def make_finding(
     entry = catalog().get(code)
     if entry is None:
         raise UnknownCodeError(f"finding code {code!r} is not in the catalog")
-    return entry.finding(
-        title, evidence, severity=severity, fix=fix, risk=risk, location=location, impact=impact
-    )
+    return entry.finding(title, evidence, **details)
 
 
 def rank_findings(findings: Iterable[Finding]) -> list[Finding]:
