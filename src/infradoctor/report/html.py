@@ -15,8 +15,9 @@ from infradoctor.report.sections import (
     finding_details,
     format_value,
     headline_table,
+    result_meta,
 )
-from infradoctor.result import Result, describe_target
+from infradoctor.result import Result
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1000px;
@@ -113,14 +114,8 @@ class HtmlRenderer(Renderer):
     def _one(self, result: Result) -> str:
         label = f" [{result.label}]" if result.label else ""
         parts = [f"<h2>{escape(result.command)}{escape(label)}</h2>"]
-        meta = [
-            f"<b>Target:</b> <code>{escape(describe_target(result.target))}</code>",
-            f"<b>Started:</b> {escape(result.started_at)}, {result.duration_s:.1f} s",
-        ]
-        if result.run_id:
-            meta.append(f"<b>Run:</b> <code>{escape(result.run_id)}</code>")
-        if result.note:
-            meta.append(f"<b>Note:</b> {escape(result.note)}")
+        meta = [f"<b>{label}:</b> " + (f"<code>{escape(text)}</code>" if code else escape(text))
+                for label, text, code in result_meta(result)]
         parts.append('<p class="meta">' + "<br>".join(meta) + "</p>")
         head = headline_table(result)
         if head:

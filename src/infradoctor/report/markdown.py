@@ -13,8 +13,9 @@ from infradoctor.report.sections import (
     finding_details,
     format_value,
     headline_table,
+    result_meta,
 )
-from infradoctor.result import Result, describe_target
+from infradoctor.result import Result
 
 
 def md_escape(text: str) -> str:
@@ -85,14 +86,8 @@ class MarkdownRenderer(Renderer):
         if result.label:
             title += f" [{result.label}]"
         lines = [f"## {md_escape(title)}", ""]
-        meta = [
-            f"- **Target:** {md_escape(describe_target(result.target))}",
-            f"- **Started:** {result.started_at}, {result.duration_s:.1f} s",
-        ]
-        if result.run_id:
-            meta.append(f"- **Run:** `{md_escape(result.run_id)}`")
-        if result.note:
-            meta.append(f"- **Note:** {md_escape(result.note)}")
+        meta = [f"- **{label}:** " + (f"`{md_escape(text)}`" if code and label == "Run" else md_escape(text))
+                for label, text, code in result_meta(result)]
         lines += meta + [""]
         head = headline_table(result)
         if head:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infradoctor.findings import Finding
-from infradoctor.result import ErrorNote, Result
+from infradoctor.result import ErrorNote, Result, describe_target
 
 Cell = str | int | float | None
 
@@ -143,6 +143,17 @@ def finding_details(finding: Finding) -> list[tuple[str, str]]:
     if stated_risk(finding.risk):
         details.append(("Risk", finding.risk))
     return details
+
+
+def result_meta(result: Result) -> list[tuple[str, str, bool]]:
+    """The lines every renderer shows under a result's heading: (label, text, shown as code)."""
+    meta = [("Target", describe_target(result.target), True),
+            ("Started", f"{result.started_at}, {result.duration_s:.1f} s", False)]
+    if result.run_id:
+        meta.append(("Run", result.run_id, True))
+    if result.note:
+        meta.append(("Note", result.note, False))
+    return meta
 
 
 def stated_risk(risk: str | None) -> bool:
