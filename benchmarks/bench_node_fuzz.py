@@ -81,6 +81,7 @@ def run(kind: str, cases: int, seed: int, case_timeout: float) -> dict[str, Any]
     parse_per_100kb: list[float] = []
     per_100kb: list[float] = []
     worst_memory = 0.0
+    peak_mb = 0.0
     evaluate(kind, inputs[0])  # imports and caches before the first timed case
     for case in range(cases):
         case_seed = seed * 1_000_003 + case
@@ -108,6 +109,7 @@ def run(kind: str, cases: int, seed: int, case_timeout: float) -> dict[str, Any]
             peak = tracemalloc.get_traced_memory()[1]
             tracemalloc.stop()
             worst_memory = max(worst_memory, (peak - MEMORY_ALLOWANCE) / max(1, size))
+            peak_mb = max(peak_mb, peak / 2**20)
             continue
         if seconds > slowest[0]:
             slowest = (seconds, size, case_seed)
@@ -123,6 +125,7 @@ def run(kind: str, cases: int, seed: int, case_timeout: float) -> dict[str, Any]
         "parse_p99_ms_per_100kb": parse_per_100kb[int(0.99 * (len(parse_per_100kb) - 1))] if parse_per_100kb else 0.0,
         "parse_max_ms_per_100kb": parse_per_100kb[-1] if parse_per_100kb else 0.0,
         "memory_over_input": worst_memory,
+        "peak_mb": peak_mb,
     }
 
 
@@ -145,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{report['slowest_seed']})  ms/100KB (parse: p99 {report['parse_p99_ms_per_100kb']:.1f}, max "
               f"{report['parse_max_ms_per_100kb']:.1f}; with rules and result: p99 {report['p99_ms_per_100kb']:.1f}, "
               f"max {report['max_ms_per_100kb']:.1f}; goal {TIME_GOAL_MS_PER_100KB:g})  peak memory over input "
-              f"{max(0.0, report['memory_over_input']):.2f}x + 100 MB (goal {MEMORY_GOAL_RATIO:g}x)  "
+              f"{max(0.0, report['memory_over_input']):.2f}x + 100 MB (goal {MEMORY_GOAL_RATIO:g}x; largest peak "
+              f"{report['peak_mb']:.0f} MB)  "
               f"[{time.perf_counter() - started:.0f} s]", flush=True)
         for name, seed in list(report["first"].items())[:5]:
             print(f"      first {name} (seed {seed})")

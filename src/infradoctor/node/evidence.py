@@ -312,7 +312,8 @@ class GpuWindow(Metrics):
     utilization_gpu_max_pct: float | None = None
     """Highest sampled GPU utilisation, 0-100."""
     throttled_sample_share: float | None = None
-    """Share of samples in which a non-benign clock event reason bit was set, 0-1."""
+    """Share of samples judged throttled, 0-1: by N003's ``throttling_reasons`` (a fault bit, or the power-cap bit
+    while the GPU works below its top clock), not any non-benign bit: idle GPUs show the power-cap bit at P8."""
     clock_event_share: Mapping[str, float] = field(default_factory=dict)
     """Reason name -> share of the window it held the clocks down, 0-1, from the growth of its time counter."""
     pcie_replays: int | None = None

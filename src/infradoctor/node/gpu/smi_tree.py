@@ -14,7 +14,8 @@ element names), so one reader (:mod:`.smi_xml`) turns either into evidence:
   -> ``replay_counter``, ``GPU Current Temp`` -> ``gpu_temp`` ...), and the few sections laid out differently
   (processes, MIG devices, clock event reasons, retired pages) are rebuilt in the XML's shape.
 
-Every text value is cut to :data:`MAX_TEXT_CHARS`; time and memory are linear in the input.
+Values are cut to :data:`MAX_TEXT_CHARS` where they are read (text lines as they are split, XML values and attributes
+by the reader in :mod:`.smi_xml`); time and memory are linear in the input.
 """
 
 from __future__ import annotations
@@ -155,15 +156,12 @@ def _cap_elements(data: bytes | str) -> tuple[bytes | str, bool]:
 
 
 def _offset(data: bytes | str, line: int, column: int) -> int:
-    """The offset of expat's (1-based line, 0-based column) in ``data``."""
+    """The offset of expat's (1-based line, 0-based column) in ``data`` (split in C, not line by line)."""
+    if line <= 1:
+        return min(len(data), column)
     newline = b"\n" if isinstance(data, bytes) else "\n"
-    at = 0
-    for _ in range(max(0, line - 1)):
-        found = data.find(newline, at)  # type: ignore[arg-type]
-        if found < 0:
-            break
-        at = found + 1
-    return min(len(data), at + column)
+    rest = data.split(newline, line - 1)[-1]  # type: ignore[arg-type]
+    return min(len(data), len(data) - len(rest) + column)
 
 
 def read_xml_tree(data: bytes | str) -> SmiTree:
@@ -207,18 +205,7 @@ def read_xml_tree(data: bytes | str) -> SmiTree:
     if keep < len(gpus):
         dropped = {id(g) for g in gpus[keep:]}
         root[:] = [child for child in root if id(child) not in dropped]  # one pass: remove() is linear each
-    _cut_texts(root)
     return SmiTree(root, "xml", problems)
-
-
-def _cut_texts(root: ET.Element) -> None:
-    """Cut every value and attribute to :data:`MAX_TEXT_CHARS` (a 100 KB ``<gpu id>`` is not an id)."""
-    for element in root.iter():
-        if element.text is not None and len(element.text) > MAX_TEXT_CHARS:
-            element.text = element.text[:MAX_TEXT_CHARS]
-        for key, value in element.attrib.items():
-            if len(value) > MAX_TEXT_CHARS:
-                element.attrib[key] = value[:MAX_TEXT_CHARS]
 
 
 # ---------------------------------------------------------------------------------------------------------------

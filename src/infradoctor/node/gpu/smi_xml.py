@@ -22,7 +22,7 @@ from pathlib import Path
 from infradoctor.bounded import read_float, read_int
 from infradoctor.node.evidence import EccCounts, GpuDevice, GpuProcess, GpuSnapshot, MigDevice, Note
 from infradoctor.node.gpu.base import REASON_BY_NAME, GpuBackend, GpuProbe, unavailable_snapshot
-from infradoctor.node.gpu.smi_tree import MAX_DOCUMENT_BYTES, read_tree
+from infradoctor.node.gpu.smi_tree import MAX_DOCUMENT_BYTES, MAX_TEXT_CHARS, read_tree
 from infradoctor.procs import run_capture
 
 SMI_TIMEOUT_S = 15.0
@@ -67,7 +67,7 @@ def _text(element: ET.Element | None, path: str) -> str | None:
     node = _find(element, path)
     if node is None or node.text is None:
         return None
-    text = node.text.strip()
+    text = node.text[:MAX_TEXT_CHARS].strip()
     if not text or text.upper() in _MISSING:
         return None
     return text
@@ -149,7 +149,7 @@ def _reasons(gpu: ET.Element) -> int | None:
             if not child.tag.startswith(prefix):
                 continue
             reason = REASON_BY_NAME.get(child.tag[len(prefix):])
-            state = (child.text or "").strip().lower()
+            state = (child.text or "")[:40].strip().lower()
             if reason is None or state not in ("active", "not active"):
                 continue
             seen = True
@@ -269,7 +269,7 @@ def parse_gpu(gpu: ET.Element, index: int) -> GpuDevice:
         # A vGPU guest reports 0 C and 0 MHz: placeholders for what the host does not share, not readings.
         temperature = temperature or None
         sm_clock, max_sm_clock = sm_clock or None, max_sm_clock or None
-    raw_id = _text(gpu, "pci/pci_bus_id") or gpu.get("id")
+    raw_id = _text(gpu, "pci/pci_bus_id") or (gpu.get("id") or "")[:MAX_TEXT_CHARS] or None
     pci_bus_id = _pci_bus_id(raw_id)
     if raw_id and pci_bus_id is None:
         unavailable["pci_bus_id"] = "not a PCI bus id in the report"
