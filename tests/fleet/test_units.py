@@ -253,3 +253,17 @@ def test_routers_and_model_servers_go_through_their_own_rules() -> None:
     found = {(f.code, f.location.file if f.location else "") for f in service_findings(routers, servers, 120)}
     assert found == {("R005", "edge-1 envoy"), ("S010", "gpu-1 vllm llama"), ("S011", "gpu-1 vllm llama"),
                      ("S012", "gpu-1 vllm llama")}
+
+
+def test_an_idle_gpu_at_its_power_cap_is_not_throttled_over_the_window() -> None:
+    """The power cap bit on an idle GPU is power management, not throttling (issue 16): fleet judges it as node does."""
+    stats = _healthy(random.Random(5))
+    stats["util_pct"] = Stat(mean=0.0, max=1.0)
+    idle = FleetGpu("n3", "0", None, "T4", signals=stats, throttled_share=0.0, reason_share={"sw_power_cap": 0.9})
+    busy_stats = _healthy(random.Random(6))
+    busy_stats["util_pct"] = Stat(mean=95.0, max=100.0)
+    busy = FleetGpu("n3", "1", None, "T4", signals=busy_stats, throttled_share=0.0,
+                    reason_share={"sw_power_cap": 0.9})
+    evidence = node_evidence("n3", [idle, busy], None, window_s=3600, steps=120, source="t")
+    found = node_findings("n3", evidence, NodeOptions())
+    assert [f.code for f in found] == ["N003"] and "GPU 1" in found[0].title

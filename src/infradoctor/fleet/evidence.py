@@ -68,7 +68,11 @@ class FleetGpu:
     signals: Mapping[str, Stat] = field(default_factory=dict)
     """Per signal (``util_pct``, ``sm_clock_mhz``, ``temp_c``, ``power_w``, ``xid`` ...): its window summary."""
     throttled_share: float | None = None
-    """Share of the window's steps with a fault throttle reason active (power cap, slowdown, thermal, brake)."""
+    """Share of the window's steps with a fault reason active (slowdown, thermal, power brake: not the power cap,
+    which is normal power management unless the GPU works at its limit: N003 judges that from ``reason_share``)."""
+    reason_share: Mapping[str, float] = field(default_factory=dict)
+    """Per non-benign clock event reason (``sw_power_cap``, ``hw_slowdown`` ...): share of the window's steps it
+    was active."""
     unknown: tuple[str, ...] = ()
     """Signals whose query failed: unknown, not absent (no estimate stands in for them)."""
 

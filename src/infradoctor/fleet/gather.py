@@ -27,6 +27,7 @@ from infradoctor.fleet.evidence import (
 )
 from infradoctor.fleet.prom import Answer, PrometheusClient
 from infradoctor.node.containers import ContainerEvidence, ContainerRestart, PodState
+from infradoctor.node.gpu.base import CLOCK_EVENT_REASONS
 
 LOOKBACK_S = 6 * 3600.0
 """How far before the window presence is looked up, to tell an exporter that stopped from one never deployed."""
@@ -181,7 +182,7 @@ def gather(client: PrometheusClient, window: Window, scope: q.Scope, *, role_lab
             key = tuple(series.labels.get(k, "") for k in gpu_key)
             names.setdefault(key, {}).update({k: v for k, v in series.labels.items() if v})
         if scope.has(q.CLOCK_REASONS):
-            shares = _throttled_shares(ask, scope, window, gpu_stats, notes)
+            shares, by_reason = _throttled_shares(ask, scope, window, gpu_stats, notes)
     gpus = []
     for key in sorted(set(gpu_stats) | set(names), key=_natural):
         node, gpu = key
@@ -190,7 +191,8 @@ def gather(client: PrometheusClient, window: Window, scope: q.Scope, *, role_lab
         labels = names.get(key, {})
         gpus.append(FleetGpu(node=node, gpu=gpu, uuid=labels.get("UUID") or labels.get("uuid"),
                              model=labels.get("modelName"), pci_bus_id=labels.get("pci_bus_id"),
-                             signals=dict(gpu_stats.get(key, {})), throttled_share=shares.get(key),
+                             signals=dict(gpu_stats.get(key, {})),
+                             throttled_share=shares.get(key), reason_share=by_reason.get(key, {}),
                              unknown=tuple(gpu_failed)))
 
     say("node_exporter")
@@ -233,18 +235,22 @@ NODES_PER_RANGE_QUERY = 50
 """Nodes per range query of the reason mask (bounds each answer)."""
 
 
-def _throttled_shares(ask: _Asker, scope: q.Scope, window: Window,
-                      gpu_stats: Mapping[tuple[str, ...], Mapping[str, Stat]],
-                      notes: list[str]) -> dict[tuple[str, ...], float]:
-    """Per GPU, the share of the window's steps with a fault reason bit set.
+def _throttled_shares(
+    ask: _Asker, scope: q.Scope, window: Window, gpu_stats: Mapping[tuple[str, ...], Mapping[str, Stat]],
+    notes: list[str],
+) -> tuple[dict[tuple[str, ...], float], dict[tuple[str, ...], dict[str, float]]]:
+    """Per GPU, the share of the window's steps with a fault reason bit set, and the share per reason.
 
     GPUs whose mask stayed below 4 had none (0.0); the others' masks are read over time in bounded range queries.
+    The power cap (0x4) is counted per reason only: whether it cost the work anything is N003's judgement (a GPU
+    at idle or below half its power limit is not throttled by it).
     """
     gpu_key = (q.NODE, "gpu")
     candidates = ask.instant("fleet.dcgm.throttle", q.throttle_candidates_query(scope), "which GPUs were throttled")
     if candidates is None:
-        return {}
+        return {}, {}
     shares = {key: 0.0 for key, stats in gpu_stats.items() if "clock_reasons" in stats}
+    by_reason: dict[tuple[str, ...], dict[str, float]] = {}
     keys = sorted({tuple(s.labels.get(k, "") for k in gpu_key) for s in candidates.series}, key=_natural)
     if len(keys) > MAX_THROTTLE_CANDIDATES:
         notes.append(f"{len(keys)} GPUs had throttle reasons set; the share of time throttled is computed for "
@@ -254,7 +260,8 @@ def _throttled_shares(ask: _Asker, scope: q.Scope, window: Window,
         keys = keys[:MAX_THROTTLE_CANDIDATES]
     wanted = set(keys)
     nodes = sorted({k[0] for k in keys}, key=_natural_one)
-    fault = sum(q.FAULT_BITS)
+    fault = sum(q.FAULT_BITS) & ~0x4
+    reasons = [r for r in CLOCK_EVENT_REASONS if r.bit in q.FAULT_BITS]
     for i in range(0, len(nodes), NODES_PER_RANGE_QUERY):
         batch = nodes[i:i + NODES_PER_RANGE_QUERY]
         answer = ask.range("fleet.dcgm.throttle", q.reasons_range_query(scope, batch), "the time GPUs were throttled")
@@ -266,9 +273,11 @@ def _throttled_shares(ask: _Asker, scope: q.Scope, window: Window,
         for series in answer.series:
             key = tuple(series.labels.get(k, "") for k in gpu_key)
             if key in wanted and series.points:
-                bad = sum(1 for _, v in series.points if int(v) & fault)
-                shares[key] = bad / len(series.points)
-    return shares
+                masks = [int(v) for _, v in series.points]
+                shares[key] = sum(1 for m in masks if m & fault) / len(masks)
+                by_reason[key] = {r.name: round(sum(1 for m in masks if m & r.bit) / len(masks), 4)
+                                  for r in reasons if any(m & r.bit for m in masks)}
+    return shares, by_reason
 
 
 def _natural(key: tuple[str, ...]) -> tuple[object, ...]:

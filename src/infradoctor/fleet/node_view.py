@@ -115,7 +115,8 @@ def _window(gpu: FleetGpu, s: Mapping[str, Stat], window_s: float, steps: int) -
         growth = _int(max(0.0, replays.max - replays.min))
     return GpuWindow(seconds=window_s, samples=steps, utilization_gpu_mean_pct=_value(dict(s), "util_pct", "mean"),
                      utilization_gpu_max_pct=_value(dict(s), "util_pct", "max"),
-                     throttled_sample_share=gpu.throttled_share, pcie_replays=growth)
+                     throttled_sample_share=gpu.throttled_share, clock_event_share=dict(gpu.reason_share),
+                     pcie_replays=growth)
 
 
 def _summary(stat: Stat | None, count: int) -> MetricSummary | None:
