@@ -129,6 +129,9 @@ def test_haproxy_queue_timeouts_are_router_rejections(cli, tmp_path, result_vali
     r013 = finding(result, "R013")
     assert r013["evidence"]["cause"] == "queue" and r013["evidence"]["router"] == "haproxy"
     assert r013["evidence"]["rejected"] == result["metrics"]["paths"][0]["errors"]["http_503"]
+    # the stats page names servers without addresses: X-Served-By: b0 cannot be mapped, and the note says how
+    note = next(e for e in result["errors"] if e["source"] == "route.distribution" and "runtime API" in e["message"])
+    assert "b0" in note["message"]
 
 
 def test_healthy_nginx_with_stub_status(cli, tmp_path, result_validator) -> None:

@@ -43,7 +43,13 @@ from infradoctor.route.rules import RuleOptions
 from infradoctor.route.rules._common import DEFAULT_SLOW_MS
 from infradoctor.route.sender import EngineSender
 from infradoctor.route.stats import thin
-from infradoctor.route.telemetry import backend_aliases, merge_findings, telemetry_notes, with_telemetry
+from infradoctor.route.telemetry import (
+    backend_aliases,
+    merge_findings,
+    telemetry_notes,
+    unmapped_names_note,
+    with_telemetry,
+)
 from infradoctor.telemetry.evidence import router_window, server_window
 from infradoctor.telemetry.sampler import sampler_for
 
@@ -223,6 +229,9 @@ def diagnose(options: RouteOptions) -> Result:
     evidence = with_telemetry(evidence, router_windows, server_windows, aliases)
     errors.extend(_notes(evidence))
     errors.extend(telemetry_notes(router_windows, server_windows))
+    unmapped = unmapped_names_note(evidence)
+    if unmapped is not None:
+        errors.append(unmapped)
     if run.gave_up:
         errors.append(
             ErrorNote(
