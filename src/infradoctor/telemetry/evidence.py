@@ -41,7 +41,7 @@ class RouterWindow(Metrics):
     """A router's statistics over a window: what it counted and what its gauges showed."""
 
     source: str
-    """The statistics URL that answered."""
+    """The statistics URL as given (``format`` says which of its answers were read)."""
     kind: str
     """``envoy``, ``haproxy``, ``nginx``, ``traefik``, ``prometheus`` or ``unknown`` (nothing read)."""
     format: str
@@ -206,7 +206,7 @@ def router_window(source: str, readings: Sequence[Reading], start: float | None 
                 worst[label] = state
         previous = current
     return RouterWindow(
-        source=last.router.source or source,
+        source=source or last.router.source,
         kind=last.router.kind,
         format=last.router.format,
         reads=len(inside) or 1,
@@ -248,7 +248,7 @@ def server_window(source: str, readings: Sequence[Reading], start: float | None 
     items, executions = growth.get("batch_items"), growth.get("batch_executions")
     assert all(k in SERVER_GAUGES for k in ("waiting", "running", "kv_cache_usage"))
     return ServerWindow(
-        source=last.server.source or source,
+        source=source or last.server.source,
         kind=last.server.kind,
         reads=len(inside) or 1,
         failed_reads=failed,
