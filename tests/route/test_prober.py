@@ -18,10 +18,10 @@ A = ProbePath("a", DIRECT, "http://a/x")
 B = ProbePath("b", DIRECT, "http://b/x")
 
 
-def test_schedule_alternates_router_and_backends() -> None:
-    assert [p.name for p in schedule([R, A, B])] == ["router", "a", "router", "b"]
-    assert [p.name for p in schedule([A, B])] == ["a", "b"]
-    assert [p.name for p in schedule([R])] == ["router"]
+def test_schedule_alternates_router_and_all_backends_at_once() -> None:
+    assert [[p.name for p in g] for g in schedule([R, A, B])] == [["router"], ["a", "b"]]
+    assert [[p.name for p in g] for g in schedule([A, B])] == [["a", "b"]]
+    assert [[p.name for p in g] for g in schedule([R])] == [["router"]]
 
 
 def test_upstream_header_detection() -> None:
