@@ -145,3 +145,23 @@ def test_retried_requests_are_left_out_of_the_attribution() -> None:
     ev = analyze(run, router_url="http://lb/", targets=targets)
     assert ev.attribution.routed_n == 30 and ev.attribution.added_p50.value == pytest.approx(0.5)
     assert ev.router.requests == 60  # the path itself still counts every request
+
+
+def test_router_host_names_map_to_backends_by_address() -> None:
+    from pathlib import Path
+
+    from infradoctor.route.analysis import BackendTarget, match_backend
+    from infradoctor.route.telemetry import backend_aliases
+    from infradoctor.telemetry.evidence import router_window
+    from infradoctor.telemetry.router import parse_router_stats
+    from infradoctor.telemetry.sampler import Reading
+
+    corpus = Path(__file__).resolve().parents[1] / "corpus" / "metrics"
+    snap = parse_router_stats((corpus / "envoy-1.40.0-clusters.json").read_bytes())
+    window = router_window("admin", [Reading(0.0, 1.0, router=snap)])
+    b0, b1 = (h.address for h in snap.hosts)
+    targets = [BackendTarget(f"http://{b0}", frozenset({b0})), BackendTarget(f"http://{b1}", frozenset({b1}))]
+    aliases = backend_aliases([window], targets)
+    assert aliases["b0"] == f"http://{b0}" and aliases["b1"] == f"http://{b1}"
+    assert match_backend("b1", targets, aliases) == (f"http://{b1}", "b1", 1)  # not a host "b1:80"
+    assert match_backend("b1", targets)[0] is None

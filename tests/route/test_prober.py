@@ -18,10 +18,10 @@ A = ProbePath("a", DIRECT, "http://a/x")
 B = ProbePath("b", DIRECT, "http://b/x")
 
 
-def test_schedule_alternates_router_and_backends() -> None:
-    assert [p.name for p in schedule([R, A, B])] == ["router", "a", "router", "b"]
-    assert [p.name for p in schedule([A, B])] == ["a", "b"]
-    assert [p.name for p in schedule([R])] == ["router"]
+def test_schedule_alternates_router_and_all_backends_at_once() -> None:
+    assert [[p.name for p in g] for g in schedule([R, A, B])] == [["router"], ["a", "b"]]
+    assert [[p.name for p in g] for g in schedule([A, B])] == [["a", "b"]]
+    assert [[p.name for p in g] for g in schedule([R])] == [["router"]]
 
 
 def test_upstream_header_detection() -> None:
@@ -91,15 +91,16 @@ def test_run_probe_interleaves_paths_within_budget(tmp_path: Path) -> None:
             return EngineSender(RequestSpec(url=url, capture_headers=("x-served-by",)), capture=("x-served-by",))
 
         run = run_sync(run_probe(paths, plan, make, opened=lambda s: s.opened))
-    # slots of 3 x 2 requests, router before each backend: stops after the slot that reaches 60
+    # slots of 3 x 2 requests per path, the router alone, then both backends at once: 18 a round, so it stops
+    # after the fourth router slot reaches 60
     assert len(run.samples) == 60
     kinds = [s.path for s in run.samples]
-    assert kinds.count("router") == 30 and kinds.count(b1.url) == 18 and kinds.count(b2.url) == 12
+    assert kinds.count("router") == 24 and kinds.count(b1.url) == 18 and kinds.count(b2.url) == 18
     assert run.header == "x-served-by"
     assert all(s.served_by == f"127.0.0.1:{b1.port}" for s in run.samples if s.kind == ROUTER)
     assert run.connections == {"router": 3, b1.url: 3, b2.url: 3}  # keep-alive across slots
     assert [s.started_s for s in run.samples] == sorted(s.started_s for s in run.samples)
-    assert sorted(s.seq for s in run.samples if s.path == "router") == list(range(30))
+    assert sorted(s.seq for s in run.samples if s.path == "router") == list(range(24))
 
 
 @pytest.mark.integration

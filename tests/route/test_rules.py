@@ -216,3 +216,23 @@ def test_r001_names_one_backend_whose_routed_path_is_slow() -> None:
     (f,) = by_code(ev, "R001")
     assert f.evidence["backend"] == B3 and f.severity.value == "medium" and B3 in f.title
     assert f.evidence["added_p50_ms"]["ci_low"] > 3.0
+
+
+def test_r001_allows_for_a_host_short_of_cpu() -> None:
+    from dataclasses import replace
+
+    ev = evidence(Scenario([BackendSpec(B1), BackendSpec(B2)], router_ms=5))
+    (f,) = by_code(ev, "R001")
+    added = f.evidence["added_p50_ms"]["value"]
+    assert f.evidence["host_allowance_ms"] == 0.0
+    # the prober woke late by half the added time on average: two wake-ups explain it, not the router
+    starved = replace(ev, wakeup_delay_mean_ms=added / 2, wakeup_delay_p99_ms=added)
+    assert by_code(starved, "R001") == []
+    slightly = replace(ev, wakeup_delay_mean_ms=0.2, wakeup_delay_p99_ms=1.0)
+    assert by_code(slightly, "R001") and by_code(slightly, "R001")[0].evidence["host_allowance_ms"] == 0.4
+
+
+def test_r001_is_silent_when_the_router_retried() -> None:
+    ev = evidence(Scenario([BackendSpec(B1), BackendSpec(B2)], router_ms=5))
+    retried = RouteEvidence(**{**ev.__dict__, "retries": Retries("upstream-list", 400, 520, 100)})
+    assert "R001" not in codes_of(retried) and "R005" in codes_of(retried)

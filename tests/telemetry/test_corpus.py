@@ -41,7 +41,10 @@ def test_envoy_stats_json() -> None:
                       ("membership_healthy", "membership_healthy"), ("lb_healthy_panic", "panic"),
                       ("upstream_rq_pending_overflow", "pending_overflow")):
         assert snap.values[key] == _envoy_json(path, stat), stat
-    assert snap.values["retries"] == 200  # the run: every request to the dead host was retried once
+    # the run: every request sent to the dead host failed to connect and was retried once, on the live one
+    assert snap.values["retries"] == snap.values["connect_fail"] == snap.values["retry_success"] > 0
+    assert snap.values["client_requests"] == sum(
+        s["value"] for s in json.loads(path.read_text())["stats"] if s.get("name") == "http.ingress.downstream_rq_total")
 
 
 @pytest.mark.parametrize("name", ["envoy-1.40.0-clusters.json", "envoy-1.40.0-clusters.txt"])
@@ -56,14 +59,16 @@ def test_envoy_clusters(name: str) -> None:
         assert host.address is not None and host.address.split(":")[1] in text
         assert host.state == "healthy"  # no health checks configured: Envoy keeps the dead host in rotation
     dead = snap.hosts[1]
-    assert dead.counters["cx_connect_fail"] == 200
+    assert dead.counters["cx_connect_fail"] > 0 and "cx_connect_fail" not in snap.hosts[0].counters or \
+        snap.hosts[0].counters["cx_connect_fail"] == 0
 
 
 def test_envoy_prometheus_agrees_with_its_json() -> None:
     prom = parse_router_stats((CORPUS / "envoy-1.40.0-stats-prometheus-cluster.prom").read_bytes())
     js = parse_router_stats((CORPUS / "envoy-1.40.0-stats.json").read_bytes())
     assert prom.format == "envoy-prometheus"
-    for key in ("retries", "retry_success", "connect_fail", "requests", "pending_total", "membership_total"):
+    for key in ("retries", "retry_success", "connect_fail", "requests", "pending_total", "membership_total",
+                "client_requests"):
         assert prom.values[key] == js.values[key], key
 
 
@@ -170,3 +175,17 @@ def test_other_exporters_are_neither_router_nor_model_server(name: str) -> None:
     assert parse_server_metrics(body).kind == "unknown"
     snap = parse_router_stats(body)
     assert snap.kind == "prometheus" and not snap.values and snap.problem
+
+
+def test_a_saved_dump_gives_findings() -> None:
+    from infradoctor.findings import run_rules
+    from infradoctor.telemetry import dump_evidence
+
+    # the recorded Envoy run: every request to the dead host b1 failed to connect and was retried on b0
+    stats = parse_router_stats((CORPUS / "envoy-1.40.0-stats.json").read_bytes(), "envoy-1.40.0-stats.json")
+    clusters = parse_router_stats((CORPUS / "envoy-1.40.0-clusters.json").read_bytes())
+    found = {(f.code, f.evidence.get("router_name")): f for f in run_rules(dump_evidence(stats.merged(clusters)))}
+    retries = stats.values["retries"]
+    assert ("R005", None) in found and found[("R005", None)].evidence["retries"] == retries
+    assert found[("R005", None)].evidence["client_requests"] == stats.values["client_requests"]
+    assert ("R003", "b1") in found and found[("R003", "b1")].evidence["failed_attempts"] == retries

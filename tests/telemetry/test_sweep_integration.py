@@ -79,3 +79,24 @@ def test_tgi_batches_and_nothing_is_wrong_at_light_load(tmp_path: Path) -> None:
     assert outcome.metrics.servers[0].kind == "tgi"
     assert outcome.findings == [], [f.title for f in outcome.findings]
     assert outcome.metrics.servers[0].points[-1].server.running_max == 4
+
+
+def test_the_load_observer_records_each_point_and_judges_the_sweep(tmp_path: Path) -> None:
+    from infradoctor.load.engine import run_point
+    from infradoctor.telemetry.observer import TelemetryObserver
+
+    args = ["--flavour", "vllm", "--max-batch", "4", "--kv-blocks", "64", "--step-ms", "5"]
+    with python_server(SCRIPT, tmp_path, args=args, ready_path="/health", name="model_server") as server:
+        observer = TelemetryObserver(server_metrics=[server.url + "/metrics"], interval_s=0.25, timeout_s=0.5)
+        observer.start()
+        spec = RequestSpec(url=server.url + "/predict", method="POST", bodies=(b"{}",))
+        observed = []
+        for level in (1, 16):  # what the sweep does around each point
+            observer.point_started(f"c={level}", float(level), "closed")
+            point = run_point(spec, concurrency=level, duration_s=1.5)
+            observed.append(observer.point_finished(point))
+        findings = observer.findings(None)
+    assert [o["servers"][0]["kind"] for o in observed if o] == ["vllm", "vllm"]
+    assert observed[1] is not None and observed[1]["servers"][0]["waiting_max"] >= 8  # 16 clients, 4 running
+    assert "S010" in {f.code for f in findings}
+    assert observer.notes == []

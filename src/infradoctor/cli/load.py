@@ -12,7 +12,7 @@ import json
 import math
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +30,8 @@ from infradoctor.errors import EXIT_INTERRUPTED, EXIT_TARGET, UsageError
 if TYPE_CHECKING:
     from infradoctor.load.command import LoadOptions
     from infradoctor.load.point import PointResult, Progress, StopSignal
+    from infradoctor.load.sweep import PointObserver
+    from infradoctor.result import Result
 
 
 class LoadCommand(Command):
@@ -117,6 +119,20 @@ class LoadCommand(Command):
             action="store_true",
             help="measure this machine's generator ceiling against a built-in null server",
         )
+        stats = parser.add_argument_group(
+            "router and server statistics",
+            "Sampled on their own thread during the sweep (bounded; a missing endpoint is a note, never a delay) "
+            "and cut at each point: metrics.points[].observations.telemetry. Findings: the router's retries, "
+            "queues, rejections and host health (R003, R005, R009, R010, R011, R013), the model server's queue, "
+            "KV cache, preemptions and batching tied to the client's latency point by point (S010-S013).",
+        )
+        stats.add_argument("--router-stats", action="append", default=[], metavar="URL",
+                           help="the router's statistics (Envoy admin, HAProxy stats or runtime API, nginx "
+                           "stub_status, Prometheus; as for route)")
+        stats.add_argument("--server-metrics", action="append", default=[], metavar="URL",
+                           help="a model server's Prometheus metrics (vLLM, TGI, Triton, ...; repeatable)")
+        stats.add_argument("--stats-interval", type=positive_seconds, default=1.0, metavar="S",
+                           help="seconds between statistics reads (1)")
         add_result_options(parser)
 
     # ------------------------------------------------------------------ run
@@ -154,6 +170,7 @@ class LoadCommand(Command):
             max_connections=args.max_connections,
             seed=args.seed,
             processes=args.processes,
+            observers=_telemetry_observers(args),
         )
 
     def run(self, args: argparse.Namespace) -> int:
@@ -166,12 +183,39 @@ class LoadCommand(Command):
         display = _ProgressDisplay(enabled=not args.quiet)
         stop = StopSignal()
         options = replace(self.options(args), on_progress=display.progress, on_point=display.point, stop=stop)
+        for observer in options.observers:
+            getattr(observer, "start", lambda: None)()  # the reads before the first point (bounded)
         with _ctrl_c_stops(stop):
             result = run(options)
+        result = _with_observer_notes(result, options.observers)
         code = finish_interruptible(args, result)
         if code == EXIT_INTERRUPTED:
             return code
         return max(code, EXIT_TARGET) if target_unreachable(result) else code
+
+
+def _telemetry_observers(args: argparse.Namespace) -> tuple[PointObserver, ...]:
+    """The point observer of ``--router-stats``/``--server-metrics`` (none without them); raises UsageError."""
+    urls = [*getattr(args, "router_stats", []), *getattr(args, "server_metrics", [])]
+    if not urls:
+        return ()
+    from urllib.parse import urlsplit
+
+    from infradoctor.telemetry.observer import TelemetryObserver
+
+    for url in urls:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https", "unix", "tcp") or not (parts.hostname or parts.path):
+            raise UsageError(f"not a statistics URL (http(s)://, unix:// or tcp://): {url!r}")
+    return (TelemetryObserver(args.router_stats, args.server_metrics, interval_s=args.stats_interval),)
+
+
+def _with_observer_notes(result: Result, observers: Sequence[PointObserver]) -> Result:
+    """The result with a note per statistics endpoint an observer could not read."""
+    from infradoctor.result import ErrorNote
+
+    notes = [ErrorNote(f"load.{source}", message) for o in observers for source, message in getattr(o, "notes", [])]
+    return result.with_(errors=(*result.errors, *notes)) if notes else result
 
 
 def _read_bodies(args: argparse.Namespace) -> list[bytes]:

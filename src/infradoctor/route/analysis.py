@@ -105,6 +105,9 @@ class ProbeRun:
     """The response header that carried upstream attempt counts (e.g. ``x-envoy-attempt-count``), when found."""
     gave_up: bool = False
     """True when the probe ended early because no path could be connected to for a while."""
+    wakeup_delay_ms: tuple[float, ...] = ()
+    """How late the prober's own process woke from short sleeps during the run (ms): the host's CPU contention, which
+    every extra process on a request's path (the router) pays again."""
 
 
 def address_of(url_or_value: str) -> str:
@@ -462,4 +465,6 @@ def analyze(
         bandwidth=tuple(bandwidth),
         client_timeout_s=client_timeout_s,
         duration_s=run.duration_s,
+        wakeup_delay_mean_ms=statistics.fmean(run.wakeup_delay_ms) if run.wakeup_delay_ms else None,
+        wakeup_delay_p99_ms=quantile(sorted(run.wakeup_delay_ms), 0.99) if run.wakeup_delay_ms else None,
     )

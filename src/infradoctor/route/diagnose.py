@@ -41,9 +41,16 @@ from infradoctor.route.prober import (
 )
 from infradoctor.route.rules import RuleOptions
 from infradoctor.route.rules._common import DEFAULT_SLOW_MS
+from infradoctor.route.rules.r001_router_overhead import MIN_ADDED_MS, host_allowance_ms
 from infradoctor.route.sender import EngineSender
 from infradoctor.route.stats import thin
-from infradoctor.route.telemetry import backend_aliases, merge_findings, telemetry_notes, with_telemetry
+from infradoctor.route.telemetry import (
+    backend_aliases,
+    merge_findings,
+    telemetry_notes,
+    unmapped_names_note,
+    with_telemetry,
+)
 from infradoctor.telemetry.evidence import router_window, server_window
 from infradoctor.telemetry.sampler import sampler_for
 
@@ -223,6 +230,15 @@ def diagnose(options: RouteOptions) -> Result:
     evidence = with_telemetry(evidence, router_windows, server_windows, aliases)
     errors.extend(_notes(evidence))
     errors.extend(telemetry_notes(router_windows, server_windows))
+    allowance = host_allowance_ms(evidence)
+    if allowance > MIN_ADDED_MS:
+        late = evidence.wakeup_delay_mean_ms or 0.0
+        errors.append(ErrorNote("route.host", f"the host is short of CPU (the prober woke {late:.1f} ms late on "
+                                f"average): router-added latency under {allowance:.1f} ms is not judged (R001); run "
+                                "the probe on a host with CPU to spare"))
+    unmapped = unmapped_names_note(evidence)
+    if unmapped is not None:
+        errors.append(unmapped)
     if run.gave_up:
         errors.append(
             ErrorNote(
@@ -254,8 +270,9 @@ async def _probe(options: RouteOptions) -> ProbeRun:
         [options.backend_header.lower()] if options.backend_header else []
     )]))
     direct_concurrency = direct_concurrency_for(options)
-    # Same requests per slot on every path: fewer connections each send more, so slots last alike.
-    direct_per_worker = max(1, round(options.per_worker * options.concurrency / direct_concurrency))
+    # The backends run together in their slot, each at its share of the routed concurrency: the same requests
+    # per connection make the slots last alike.
+    direct_per_worker = options.per_worker
     paths = [ProbePath(ROUTER, ROUTER, options.router)]
     paths += [
         ProbePath(url, DIRECT, backend_request_url(options.router, url), direct_concurrency, direct_per_worker)
@@ -359,6 +376,8 @@ def _metrics_dict(evidence: RouteEvidence, run: ProbeRun, options: RouteOptions)
         "network": {
             "connect": [c.to_dict() for c in evidence.connect],
             "bandwidth": [b.to_dict() for b in evidence.bandwidth],
+            "wakeup_delay_mean_ms": _round(evidence.wakeup_delay_mean_ms),
+            "wakeup_delay_p99_ms": _round(evidence.wakeup_delay_p99_ms),
         },
         "plan": {
             "concurrency": options.concurrency,
@@ -379,6 +398,10 @@ def _metrics_dict(evidence: RouteEvidence, run: ProbeRun, options: RouteOptions)
             "direct_latency_ms": [round(v, 4) for v in thin(direct, MAX_DISTRIBUTION_SAMPLES)],
         },
     }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
 
 
 def parse_weights(text: str | None, count: int) -> tuple[float, ...] | None:

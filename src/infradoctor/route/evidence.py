@@ -502,6 +502,10 @@ class RouteEvidence:
     """The client's own per-request timeout (s)."""
     duration_s: float = 0.0
     """Wall time of the interleaved measurement (s)."""
+    wakeup_delay_mean_ms: float | None = None
+    """Mean of how late the prober woke from short sleeps (ms): the host's CPU contention during the run."""
+    wakeup_delay_p99_ms: float | None = None
+    """Their 99th percentile (ms)."""
     router_stats: RouterEvidence | None = None
     """The router's own statistics over the run (``--router-stats``), when read."""
     servers: tuple[ServerEvidence, ...] = ()

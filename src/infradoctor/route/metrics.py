@@ -278,6 +278,10 @@ class NetworkMetrics(Metrics):
     """Per endpoint, router first."""
     bandwidth: tuple[BandwidthMetrics, ...] = ()
     """iperf3 per host (``--iperf``)."""
+    wakeup_delay_mean_ms: float | None = None
+    """How late the prober woke from 5 ms sleeps during the run, mean (ms): the host's CPU contention."""
+    wakeup_delay_p99_ms: float | None = None
+    """... its 99th percentile (ms)."""
 
 
 @dataclass(frozen=True)

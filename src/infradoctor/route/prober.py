@@ -1,15 +1,17 @@
 """The interleaved prober: the same requests through the router and straight to each backend, alternating in time.
 
-Time is cut into slots. In each slot one path (the router, or one backend directly) carries its ``concurrency``
-keep-alive connections, each sending ``per_worker`` requests one after another; then the next path takes over.
-(``infradoctor route`` gives a direct path the share of the routed concurrency one backend gets through the
-router, and more requests per connection, so slots last alike and each backend is equally loaded on both paths.)
-The order alternates router and backends (``router, b1, router, b2, ...``), so the routed path gets as many slots
-as all direct paths together and every direct slot sits next to a routed one: slow drift on the host (other
-processes, thermal, GC) hits both sides alike, and only one path loads the backends at a time. A path whose last
-slot could not connect at all gets a single request per slot, after a pause of ``UNREACHABLE_BACKOFF_S``, until it
-answers again, so a dead backend neither eats the run in connect timeouts nor gets flooded with connects; when
-every path has been unreachable for ``ALL_UNREACHABLE_GIVE_UP_S`` the probe ends early.
+Time is cut into slots. In a router slot the router carries its ``concurrency`` keep-alive connections, each
+sending ``per_worker`` requests one after another; in the next slot every backend is loaded directly at once, each
+with the share of the routed concurrency one backend gets through the router (``infradoctor route`` sets that),
+the same requests per connection, so slots last alike and each backend carries the same load on both paths. Slots
+alternate (router, backends, router, backends, ...): slow drift on the host (other processes, thermal, GC) hits
+both sides alike, and only one path loads a backend at a time. The backends run together in their slot because
+they do so behind the router: backends that share a host (one node with several model servers, or loopback in a
+test) compete for its CPU in a router slot, and a direct slot that loaded them one by one would hand that
+contention to the router as "overhead". A path whose last slot could not connect at all gets a single request
+per slot (after a pause of ``UNREACHABLE_BACKOFF_S`` when nothing else in its slot answers), until it answers
+again, so a dead backend neither eats the run in connect timeouts nor gets flooded with connects; when every path
+has been unreachable for ``ALL_UNREACHABLE_GIVE_UP_S`` the probe ends early.
 """
 
 from __future__ import annotations
@@ -32,6 +34,12 @@ ATTEMPT_HEADERS = ("x-envoy-attempt-count",)
 UNREACHABLE_BACKOFF_S = 0.1
 """Pause before each slot of a path whose last slot could not connect at all (a refused connect returns at once:
 without it a dead path would get thousands of connects per second)."""
+
+WAKEUP_PROBE_S = 0.005
+"""Sleep of the wake-up probe: how late the prober wakes from it measures the host's CPU contention."""
+
+MAX_WAKEUPS = 4000
+"""Wake-up delays kept (the probe stops recording beyond; a run at 5 ms steps reaches it after 20 s)."""
 
 ALL_UNREACHABLE_GIVE_UP_S = 3.0
 """The probe ends early once every path has been unreachable (connect errors only) for this long."""
@@ -97,18 +105,11 @@ class ProbePlan:
     """Checked between slots: when it returns True the probe ends early (Ctrl-C), keeping what was measured."""
 
 
-def schedule(paths: Sequence[ProbePath]) -> list[ProbePath]:
-    """One round: the router before each backend (``router, b1, router, b2, ...``)."""
-    router = [p for p in paths if p.kind == ROUTER]
-    direct = [p for p in paths if p.kind == DIRECT]
-    if not router:
-        return list(direct)
-    if not direct:
-        return list(router)
-    out: list[ProbePath] = []
-    for path in direct:
-        out.extend((router[0], path))
-    return out
+def schedule(paths: Sequence[ProbePath]) -> list[tuple[ProbePath, ...]]:
+    """One round of slots: the router alone, then every backend directly at once."""
+    router = tuple(p for p in paths if p.kind == ROUTER)
+    direct = tuple(p for p in paths if p.kind == DIRECT)
+    return [group for group in (router[:1], direct) if group]
 
 
 def upstream_of(headers: Mapping[str, str], wanted: str | None) -> tuple[str | None, str | None, int | None]:
@@ -152,6 +153,15 @@ async def run_probe(
     order = schedule(paths)
 
     unreachable: set[str] = set()
+    wakeups: list[float] = []
+
+    async def wakeup_probe() -> None:
+        while len(wakeups) < MAX_WAKEUPS:
+            before = time.perf_counter()
+            await asyncio.sleep(WAKEUP_PROBE_S)
+            wakeups.append(max(0.0, (time.perf_counter() - before - WAKEUP_PROBE_S) * 1000.0))
+
+    probe_task = asyncio.get_running_loop().create_task(wakeup_probe())
 
     async def worker(path: ProbePath, sender: Sender, requests: int) -> None:
         nonlocal attempt_header
@@ -193,18 +203,24 @@ async def run_probe(
     try:
         done = should_stop()
         while not done and order:
-            for path in order:
+            for group in order:
                 before = len(samples)
-                if path.name in unreachable:  # one request per slot keeps watching without flooding or waiting
+                if all(p.name in unreachable for p in group):  # nothing here answers: pause, do not flood
                     await sleep(UNREACHABLE_BACKOFF_S)
-                    await worker(path, senders[path.name][0], 1)
-                else:
-                    requests = path.per_worker or plan.per_worker
-                    await asyncio.gather(*(worker(path, s, requests) for s in senders[path.name]))
-                if all(s.error in CONNECT_ERROR_CLASSES for s in samples[before:]):
-                    unreachable.add(path.name)
-                else:
-                    unreachable.discard(path.name)
+                jobs = []
+                for path in group:
+                    if path.name in unreachable:  # one request per slot keeps watching without flooding or waiting
+                        jobs.append(worker(path, senders[path.name][0], 1))
+                    else:
+                        requests = path.per_worker or plan.per_worker
+                        jobs.extend(worker(path, sender, requests) for sender in senders[path.name])
+                await asyncio.gather(*jobs)
+                for path in group:
+                    mine = [x for x in samples[before:] if x.path == path.name]
+                    if mine and all(x.error in CONNECT_ERROR_CLASSES for x in mine):
+                        unreachable.add(path.name)
+                    elif mine:
+                        unreachable.discard(path.name)
                 if len(unreachable) < len(paths):
                     all_unreachable_since = None
                 elif all_unreachable_since is None:
@@ -216,10 +232,11 @@ async def run_probe(
                     done = True
                     break
     finally:
-        for group in senders.values():
-            for sender in group:
+        probe_task.cancel()
+        for pool in senders.values():
+            for sender in pool:
                 await sender.close()
-    connections = {name: sum(opened(s) for s in group) for name, group in senders.items()} if opened else {}
+    connections = {name: sum(opened(s) for s in pool) for name, pool in senders.items()} if opened else {}
     header = max(header_counts, key=lambda h: header_counts[h]) if header_counts else None
     return ProbeRun(
         samples=tuple(sorted(samples, key=lambda s: s.started_s)),
@@ -228,4 +245,5 @@ async def run_probe(
         connections=connections,
         attempt_header=attempt_header,
         gave_up=gave_up,
+        wakeup_delay_ms=tuple(round(w, 4) for w in wakeups),
     )

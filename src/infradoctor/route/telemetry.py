@@ -74,6 +74,21 @@ def telemetry_notes(routers: Iterable[RouterWindow], servers: Iterable[ServerWin
     return notes
 
 
+def unmapped_names_note(evidence: RouteEvidence) -> ErrorNote | None:
+    """A note when routed responses name hosts the router knows only by name (no address to map them by)."""
+    stats = evidence.router_stats
+    if stats is None:
+        return None
+    nameless = {h.name for h in stats.window.hosts if not h.address}
+    unknown = [a for a in evidence.distribution.unknown_addresses if a.rsplit(":", 1)[0] in nameless]
+    if not unknown:
+        return None
+    how = " (HAProxy's stats page lists no addresses: give its runtime API, --router-stats tcp://host:port or " \
+        "unix:///path.sock, which answers `show servers state`)" if stats.window.kind == "haproxy" else ""
+    return ErrorNote("route.distribution", f"the router names its hosts {', '.join(sorted(nameless)[:6])} but reports "
+                     f"no address for them, so responses naming them could not be mapped to a --backend{how}")
+
+
 def merge_findings(first: Sequence[Finding], second: Sequence[Finding]) -> list[Finding]:
     """Both lists ranked, one finding per (code, backend): the more severe kept, the other's evidence beside it."""
     merged: dict[tuple[str, str], Finding] = {}

@@ -8,7 +8,9 @@
   middleware as one :class:`ServerSnapshot` (:func:`parse_server_metrics`).
 - :mod:`~infradoctor.telemetry.sampler`: the bounded sampling thread (``--router-stats``, ``--server-metrics``).
 - :mod:`~infradoctor.telemetry.evidence`: counters as deltas and gauges as series over a window; the evidence
-  the R and S rules read (:class:`RouterEvidence`, :class:`ServerEvidence`).
+  the R and S rules read (:class:`RouterEvidence`, :class:`ServerEvidence`); :func:`dump_evidence` for one saved
+  dump (``run_rules(dump_evidence(parse_router_stats(data, name)))``: what ``infradoctor logs`` can call).
+- :mod:`~infradoctor.telemetry.sweep`: point by point over a load sweep (the seam ``infradoctor load`` uses).
 - :mod:`~infradoctor.telemetry.rules`: S010 server-queueing, S011 kv-cache-pressure, S012 request-preemption,
   S013 no-batching (the router's own word feeds R003/R005/R009/R010/R011/R013 in ``route/rules``).
 
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
         ServerEvidence,
         ServerPoint,
         ServerWindow,
+        dump_evidence,
         router_window,
         server_window,
     )
@@ -36,7 +39,7 @@ if TYPE_CHECKING:
     from infradoctor.telemetry.server import ServerSnapshot, parse_server_metrics
 
 __getattr__ = lazy_exports(__name__, {
-    "RouterEvidence": "evidence", "RouterWindow": "evidence", "ServerEvidence": "evidence",
+    "RouterEvidence": "evidence", "RouterWindow": "evidence", "dump_evidence": "evidence", "ServerEvidence": "evidence",
     "ServerPoint": "evidence", "ServerWindow": "evidence", "router_window": "evidence", "server_window": "evidence",
     "HostState": "router", "RouterSnapshot": "router", "parse_router_stats": "router",
     "Sampler": "sampler", "Target": "sampler", "sampler_for": "sampler",
@@ -45,6 +48,7 @@ __getattr__ = lazy_exports(__name__, {
 
 __all__ = [
     "HostState", "RouterEvidence", "RouterSnapshot", "RouterWindow", "Sampler", "ServerEvidence", "ServerPoint",
-    "ServerSnapshot", "ServerWindow", "Target", "parse_router_stats", "parse_server_metrics", "router_window",
+    "ServerSnapshot", "ServerWindow", "Target", "dump_evidence",
+    "parse_router_stats", "parse_server_metrics", "router_window",
     "sampler_for", "server_window",
 ]

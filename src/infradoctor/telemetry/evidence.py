@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from infradoctor.metrics import Metrics
-from infradoctor.telemetry.router import COUNTERS, GAUGES, HostState
+from infradoctor.telemetry.router import COUNTERS, GAUGES, HostState, RouterSnapshot
 from infradoctor.telemetry.sampler import Reading
 from infradoctor.telemetry.server import SERVER_COUNTERS, SERVER_GAUGES
 
@@ -41,7 +41,7 @@ class RouterWindow(Metrics):
     """A router's statistics over a window: what it counted and what its gauges showed."""
 
     source: str
-    """The statistics URL that answered."""
+    """The statistics URL as given (``format`` says which of its answers were read)."""
     kind: str
     """``envoy``, ``haproxy``, ``nginx``, ``traefik``, ``prometheus`` or ``unknown`` (nothing read)."""
     format: str
@@ -206,7 +206,7 @@ def router_window(source: str, readings: Sequence[Reading], start: float | None 
                 worst[label] = state
         previous = current
     return RouterWindow(
-        source=last.router.source or source,
+        source=source or last.router.source,
         kind=last.router.kind,
         format=last.router.format,
         reads=len(inside) or 1,
@@ -248,7 +248,7 @@ def server_window(source: str, readings: Sequence[Reading], start: float | None 
     items, executions = growth.get("batch_items"), growth.get("batch_executions")
     assert all(k in SERVER_GAUGES for k in ("waiting", "running", "kv_cache_usage"))
     return ServerWindow(
-        source=last.server.source or source,
+        source=source or last.server.source,
         kind=last.server.kind,
         reads=len(inside) or 1,
         failed_reads=failed,
@@ -326,3 +326,23 @@ class RouterEvidence:
     """The router's host names mapped to the ``--backend`` URLs they are (``b1`` -> ``http://10.0.0.6:8000``)."""
     added_p50_ms: float | None = None
     """Router-added latency at p50 the client measured (route only)."""
+
+
+def dump_evidence(snapshot: RouterSnapshot) -> RouterEvidence:
+    """Evidence from one saved statistics dump (``curl .../stats?format=json > envoy.json``), for ``logs``.
+
+    A dump holds counters since the router started, so the window runs from zero to the dump: growth is the whole
+    count; gauges are their one reading; host states are those at the dump. Use::
+
+        from infradoctor.telemetry import parse_router_stats
+        from infradoctor.telemetry.evidence import dump_evidence
+        findings = run_rules(dump_evidence(parse_router_stats(Path(f).read_bytes(), f)))
+
+    The same R rules as for live statistics run over it (R003, R005, R009, R010, R013).
+    """
+    zero = RouterSnapshot(snapshot.kind, snapshot.source, dict.fromkeys(snapshot.values, 0.0), snapshot.limits,
+                          tuple(HostState(h.name, h.address, h.group, "healthy", "", dict.fromkeys(h.counters, 0.0))
+                                for h in snapshot.hosts), snapshot.format)
+    readings = [Reading(0.0, 0.0, router=zero), Reading(0.0, 0.0, router=snapshot)]
+    window = router_window(snapshot.source, readings)
+    return RouterEvidence(replace(window, host_changes=(), reads=1))

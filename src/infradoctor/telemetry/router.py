@@ -88,7 +88,7 @@ ENVOY_STATS: Mapping[str, str] = {
 }
 """Envoy cluster stats (``cluster.<name>.<stat>``) and their canonical names."""
 
-_ROUTER_PREFIXES = ("envoy_cluster_", "haproxy_", "traefik_")
+_ROUTER_PREFIXES = ("envoy_cluster_", "envoy_http_downstream_rq_total", "haproxy_", "traefik_")
 
 _ENVOY_BY_PROM = {"envoy_cluster_" + k.replace(".", "_"): v for k, v in ENVOY_STATS.items()}
 
@@ -187,6 +187,10 @@ def parse_envoy_stats_json(data: Any, source: str = "") -> RouterSnapshot:
         if not isinstance(entry, dict):
             continue
         name = entry.get("name")
+        if isinstance(name, str) and name.startswith("http.") and name.endswith(".downstream_rq_total") \
+                and name != "http.admin.downstream_rq_total":
+            _add(values, "client_requests", read_float(entry.get("value"), low=0))  # what clients sent Envoy
+            continue
         if not isinstance(name, str) or not name.startswith("cluster.") or len(name) > 1000:
             continue
         # the stat is the last one to three dotted parts; the cluster name before it may hold dots itself
@@ -410,6 +414,11 @@ def parse_router_prometheus(text: str, source: str = "") -> RouterSnapshot:
         return RouterSnapshot("prometheus", source, format="prometheus",
                               problem="no known router metric names (Envoy, HAProxy, Traefik) in the answer")
     values: dict[str, float] = {}
+    if kind == "envoy":
+        downstream = [x.value for x in expo.get("envoy_http_downstream_rq_total")
+                      if x.labels.get("envoy_http_conn_manager_prefix") != "admin"]
+        if downstream:
+            values["client_requests"] = sum(downstream)
     for name, key in table.items():
         total = expo.total(name)
         if key == "queue_time_ms" and total is not None:

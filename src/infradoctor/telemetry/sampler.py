@@ -28,9 +28,10 @@ from infradoctor.telemetry.router import ENVOY_STATS, RouterSnapshot, parse_rout
 from infradoctor.telemetry.server import ServerSnapshot, parse_server_metrics
 
 ENVOY_STATS_PATH = "/stats?format=json&filter=" + quote(
-    r"^cluster\..*\.(" + "|".join(re.escape(stat) for stat in sorted(ENVOY_STATS)) + ")$", safe="")
-"""Envoy's JSON stats, only the cluster stats that are read (Envoy's ``filter`` is a regex over stat names): a
-mesh's admin answers megabytes of stats otherwise."""
+    r"^cluster\..*\.(" + "|".join(re.escape(stat) for stat in sorted(ENVOY_STATS))
+    + r")$|^http\..*\.downstream_rq_total$", safe="")
+"""Envoy's JSON stats, only the cluster stats that are read and the requests clients sent (Envoy's ``filter`` is a
+regex over stat names): a mesh's admin answers megabytes of stats otherwise."""
 
 MAX_BODY_BYTES = 8_000_000
 """Bytes read from one stats answer; a longer one is cut (and the reading says so)."""

@@ -52,7 +52,7 @@ def main() -> int:
                                                                         max_body=8_000_000).body)
             prom = http_get(f"http://127.0.0.1:{admin}/stats/prometheus", 5.0, max_body=8_000_000).body.decode()
             keep = [ln for ln in prom.splitlines() if "envoy_cluster_" in ln and "envoy_cluster_name=\"app\"" in ln
-                    or ln.startswith("# TYPE envoy_cluster_")]
+                    or ln.startswith("# TYPE envoy_cluster_") or "envoy_http_downstream_rq_total" in ln]
             (HERE / f"envoy-{version}-stats-prometheus-cluster.prom").write_text("\n".join(keep) + "\n")
         stats_port, runtime_port = free_port(), free_port()
         hversion = _version(["haproxy", "-v"], "haproxy")

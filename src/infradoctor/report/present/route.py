@@ -113,6 +113,9 @@ def _network(metrics: RouteMetrics) -> Section | None:
         "packet loss), not failures."
         for c in network.connect if c.syn_retransmits
     )
+    if network.wakeup_delay_mean_ms is not None and network.wakeup_delay_mean_ms >= 0.5:
+        lines.append(f"The prober woke {format_value(network.wakeup_delay_mean_ms)} ms late on average from 5 ms "
+                     f"sleeps (p99 {format_value(network.wakeup_delay_p99_ms)} ms): the host is short of CPU.")
     if not network.connect and not lines:
         return None
     rows = [(_short(c.name), c.address, c.attempts, _errors(c.failures), c.p50_ms, c.p99_ms,

@@ -33,6 +33,12 @@ How it is measured:
     that one serves 1.5x the direct load), so routed minus direct measures that extra load and scheduling noise,
     not the router's per-request cost; the rule then stays silent and R005 reports the retries (with the added
     latency in its evidence). Without this, a 2 ms difference under retries on a busy machine read as overhead.
+    On a host short of CPU, every process on a request's path waits to be scheduled, and the router is one more:
+    the prober measures how late its own process wakes from short sleeps during the run, and added latency up to
+    ``WAKEUPS_PER_REQUEST`` times that mean (the router wakes for the request and for the response) is the host's,
+    not the router's, and at p99 up to that many times the wake-up delay's own p99; the rule's thresholds rise to
+    them (the evidence carries the allowance, and a note says when it applied). Run the probe on a host with CPU
+    to spare to judge a router by a few milliseconds.
     With ``--router-stats``, time the router spent on retries (its retry counters at ``RETRY_SHARE`` of the
     requests: backoff and failed attempts) or with requests in its pending queue (``QUEUE_SHARE``) is not its
     per-request overhead: then R005 and R009 report it and this rule does not.
@@ -89,6 +95,20 @@ TAIL_MIN_FRACTION = 0.5
 TAIL_MIN_SAMPLES = 200
 """Successful routed requests needed before the p99 is judged."""
 
+WAKEUPS_PER_REQUEST = 2.0
+"""Times a router process is woken per proxied request (request in, response back): the host's mean wake-up delay
+times this is latency a CPU-starved host adds to any extra hop."""
+
+
+def host_allowance_ms(evidence: RouteEvidence) -> float:
+    """Added median latency the host's CPU contention explains for one more process on the path (ms)."""
+    return WAKEUPS_PER_REQUEST * (evidence.wakeup_delay_mean_ms or 0.0)
+
+
+def host_tail_allowance_ms(evidence: RouteEvidence) -> float:
+    """... and added p99 latency (the wake-up delay's own p99, twice)."""
+    return WAKEUPS_PER_REQUEST * (evidence.wakeup_delay_p99_ms or 0.0)
+
 
 @RULE.check(RouteEvidence, RuleOptions)
 def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
@@ -107,16 +127,18 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
     direct_p99 = att.direct_p99_ms or 0.0
     median = att.added_p50
     tail = att.added_p99
+    allowance = host_allowance_ms(evidence)
     median_hit = (
         median.value is not None
         and median.excludes_zero_above
-        and median.value >= max(MIN_ADDED_MS, MIN_ADDED_FRACTION * att.direct_p50_ms)
+        and median.value >= max(MIN_ADDED_MS, MIN_ADDED_FRACTION * att.direct_p50_ms, allowance)
+        and (median.low or 0.0) >= allowance
     )
     # The tail is noisy (a few samples decide it), so its whole interval must clear the threshold.
     tail_hit = (
         att.routed_n >= TAIL_MIN_SAMPLES
         and tail.low is not None
-        and tail.low >= max(TAIL_MIN_ADDED_MS, TAIL_MIN_FRACTION * direct_p99)
+        and tail.low >= max(TAIL_MIN_ADDED_MS, TAIL_MIN_FRACTION * direct_p99, host_tail_allowance_ms(evidence))
     )
     if not (median_hit or tail_hit):
         return _per_backend(evidence)
@@ -133,6 +155,7 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
         "routed_n": att.routed_n,
         "direct_n": att.direct_n,
         "per_backend_added_p50_ms": {b.backend: b.added_p50.value for b in att.per_backend},
+        "host_allowance_ms": round(allowance, 3),
     }
     if median_hit:
         assert median.value is not None and median.low is not None and median.high is not None
@@ -166,7 +189,8 @@ def _per_backend(evidence: RouteEvidence) -> list[Finding]:
             continue
         if added.value is None or added.low is None or added.high is None or not added.excludes_zero_above:
             continue
-        if added.value < max(MIN_ADDED_MS, MIN_ADDED_FRACTION * direct_p50):
+        allowance = host_allowance_ms(evidence)
+        if added.value < max(MIN_ADDED_MS, MIN_ADDED_FRACTION * direct_p50, allowance) or added.low < allowance:
             continue
         findings.append(
             RULE.finding(

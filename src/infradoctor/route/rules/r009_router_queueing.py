@@ -109,6 +109,7 @@ def check_router(evidence: RouterEvidence, options: object) -> list[Finding]:
          "queued_share": round(share, 4), "pending_total": counter(evidence, "pending_total"),
          "pending_overflow": overflow, "queue_time_ms_max": wait or None, "breaker_pending_open": bool(breaker),
          "client_requests": client_requests(evidence), "limits": dict(limits)},
-        severity=Severity.HIGH if overflow or share >= 0.5 else Severity.MEDIUM,
+        # HAProxy reports a mean queue time, not how many waited: only overflow makes its queueing high
+        severity=Severity.HIGH if overflow or (evidence.window.kind == "envoy" and share >= 0.5) else Severity.MEDIUM,
         impact=min(1.0, share),
     )]
