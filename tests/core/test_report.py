@@ -138,3 +138,25 @@ def test_an_interrupted_after_run_is_not_compared() -> None:
     md = to_markdown(writeup)
     assert "NOT confirmed: the after run was interrupted" in md and "not compared: the after run" in md
     assert "REGRESSION" not in md and "->" not in "\n".join(writeup.changes)
+
+
+def test_router_and_server_state_is_drawn_under_the_latency_curve() -> None:
+    from infradoctor.report.charts import all_charts, server_state_vs_load
+
+    before, after = runs()
+    points = []
+    for c, waiting, kv in ((1, 0, 0.1), (4, 3, 0.5), (16, 14, 0.98)):
+        telemetry = {"servers": [{"source": "http://m/metrics", "kind": "vllm", "reads": 4, "waiting_max": waiting,
+                                  "running_mean": min(c, 4), "kv_cache_usage_max": kv, "preemptions": 0}],
+                     "routers": [{"source": "http://r", "kind": "envoy", "reads": 4, "failed_reads": 0,
+                                  "counters": {"retries": c}, "gauges": {"pending_active": {"max": waiting,
+                                                                                            "mean": 1, "last": 0}}}]}
+        points.append({"concurrency": c, "throughput_rps": 10.0 * c, "latency_ms": {"p50": 10.0 * c, "p99": 20.0 * c},
+                       "observations": {"telemetry": telemetry}})
+    run = after.with_(metrics={**after.metrics, "points": points})
+    svg = server_state_vs_load([run])
+    for legend in ("waiting (max)", "KV cache % (max)", "router pending (max)", "router retries"):
+        assert legend in svg
+    assert svg.count("<polyline") >= 4
+    charts = all_charts([before, run])
+    assert charts[0].startswith("<svg") and "Latency vs load" in charts[0] and "model-server state" in charts[1]

@@ -1,6 +1,8 @@
 """Charts for the write-up, drawn from the metrics each command stores (missing data means no chart).
 
-latency vs load (``load``/``profile --load-url`` ``metrics.points``), step-time breakdown (``profile``
+latency vs load (``load``/``profile --load-url`` ``metrics.points``), with the router's and model servers' state
+per point under it (``--router-stats``/``--server-metrics``), the fleet's worst series (``fleet``), step-time
+breakdown (``profile``
 ``metrics.steps``), memory over steps (``profile`` ``metrics.memory``), CPU/GPU utilisation over time
 (``metrics.system`` or ``node`` samples), per-backend latency (``route`` ``metrics.backends``).
 """
@@ -80,6 +82,59 @@ def latency_vs_load(runs: Sequence[Result]) -> str:
     log_x = x_label == "concurrency"
     return line_chart("Latency vs load", series, x_label=x_label, y_label="latency (ms)", log_x=log_x, log_y=True,
                       markers=markers)
+
+
+def _load_points(run: Result) -> list[Mapping[str, Any]]:
+    points = _get(run.metrics, "points", "load.points")
+    if not isinstance(points, Sequence) or isinstance(points, (str, bytes)):
+        return []
+    return [p for p in points if isinstance(p, Mapping)]
+
+
+SERVER_SERIES = (("waiting_max", "waiting (max)", 1.0), ("running_mean", "running (mean)", 1.0),
+                 ("kv_cache_usage_max", "KV cache % (max)", 100.0), ("preemptions", "preemptions", 1.0))
+"""Model-server state per load point: (field, legend, scale)."""
+ROUTER_SERIES = (("pending_active", "pending (max)", "gauge"), ("retries", "retries", "counter"),
+                 ("retry_overflow", "retries refused", "counter"))
+"""Router state per load point: (canonical name, legend, kind)."""
+
+
+def server_state_vs_load(runs: Sequence[Result]) -> str:
+    """What the router and model servers reported at each load point, on the latency chart's load axis.
+
+    From ``--router-stats``/``--server-metrics``: queues, KV cache, preemptions, retries.
+    """
+    series: list[Series] = []
+    x_label = "offered load"
+    for run in runs:
+        lines: dict[str, list[tuple[float, float]]] = {}
+        for point in _load_points(run):
+            x = _num(_get(point, "concurrency", "rate"))
+            telemetry = _get(point, "observations.telemetry")
+            if x is None or not isinstance(telemetry, Mapping):
+                continue
+            x_label = "concurrency" if _get(point, "concurrency") is not None else "offered rate (req/s)"
+            for server in telemetry.get("servers") or ():
+                if not isinstance(server, Mapping):
+                    continue
+                for key, legend, scale in SERVER_SERIES:
+                    value = _num(server.get(key))
+                    if value is not None:
+                        lines.setdefault(legend, []).append((x, value * scale))
+            for router in telemetry.get("routers") or ():
+                if not isinstance(router, Mapping):
+                    continue
+                for key, legend, kind in ROUTER_SERIES:
+                    path = f"gauges.{key}.max" if kind == "gauge" else f"counters.{key}"
+                    value = _num(_get(router, path))
+                    if value is not None:
+                        lines.setdefault(f"router {legend}", []).append((x, value))
+        dashed = bool(run.label and "base" in run.label.lower())
+        series += [Series(f"{run_name(run)} {legend}", sorted(pts), dashed=dashed)
+                   for legend, pts in lines.items() if any(v for _, v in pts)]
+    log_x = x_label == "concurrency"
+    return line_chart("Router and model-server state vs load", series[:8], x_label=x_label,
+                      y_label="requests / % / count", log_x=log_x)
 
 
 def step_breakdown(runs: Sequence[Result]) -> str:
@@ -174,7 +229,15 @@ def backend_latency(runs: Sequence[Result]) -> str:
     return stacked_bars("Latency per path (router vs direct)", bars, unit="ms")
 
 
+def fleet_timeline(runs: Sequence[Result]) -> str:
+    """The worst series of each fleet run over its window, against the fleet median (``infradoctor fleet``)."""
+    from infradoctor.report.present.fleet import timeline_chart
+
+    return "".join(timeline_chart(run) for run in runs if run.command == "fleet")
+
+
 def all_charts(runs: Sequence[Result]) -> list[str]:
     """Every chart the runs have data for."""
-    makers = (latency_vs_load, step_breakdown, memory_over_steps, utilisation_over_time, backend_latency)
+    makers = (latency_vs_load, server_state_vs_load, step_breakdown, memory_over_steps, utilisation_over_time,
+              backend_latency, fleet_timeline)
     return [svg for svg in (make(runs) for make in makers) if svg]
