@@ -117,3 +117,18 @@ def test_direct_concurrency_defaults_to_the_routed_share_of_one_backend() -> Non
     assert direct_concurrency_for(RouteOptions("http://lb/", three[:1], concurrency=8)) == 8
     assert direct_concurrency_for(RouteOptions("http://lb/", three, concurrency=1)) == 1
     assert direct_concurrency_for(RouteOptions("http://lb/", three, concurrency=8, direct_concurrency=8)) == 8
+
+
+@pytest.mark.integration
+def test_route_says_what_it_is_doing_while_it_works(tmp_path: Path) -> None:
+    """Issue 18: route (about 13 s by default) printed nothing while it worked; now a line per phase on stderr."""
+    import subprocess
+    import sys
+
+    with backends(tmp_path, [{"latency_ms": 2}]) as bs, nginx(nginx_config(bs), tmp_path) as r:
+        proc = subprocess.run([sys.executable, "-m", "infradoctor", "route", "--router", r.url + "/predict",
+                               "--backend", bs[0].url, "--duration", "1", "--connects", "2", "--no-store"],
+                              capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    for phase in ("route: connect probes", "route: routed vs direct", "route: health checks"):
+        assert phase in proc.stderr, proc.stderr

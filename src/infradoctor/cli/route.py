@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -134,17 +135,40 @@ class RouteCommand(Command):
             slow_ms=args.slow_ms,
             seed=args.seed,
             stop=stop,
+            progress=_progress_line(enabled=not args.quiet),
             router_stats=tuple(args.router_stats),
             server_metrics=tuple(args.server_metrics),
             stats_interval_s=args.stats_interval,
         )
         result = _with_sigint(stop, lambda: run(options))
+        if options.progress is not None:
+            options.progress("")  # end the live line
         code = finish_interruptible(args, result)
         if code == EXIT_INTERRUPTED:
             return code
         if router_unreachable(result):  # nothing went through the router: the partial result is written, exit 3
             return max(code, EXIT_TARGET)
         return code
+
+
+def _progress_line(*, enabled: bool) -> Callable[[str], None] | None:
+    """A live line on stderr while route works (on a terminal); elsewhere one line per phase, not per slot."""
+    if not enabled:
+        return None
+    tty = sys.stderr.isatty()
+    last_phase = [""]
+
+    def say(text: str) -> None:
+        if tty:
+            sys.stderr.write(f"\r  route: {text:<90}" if text else "\r" + " " * 100 + "\r")
+        else:
+            phase = text.split(" ", 1)[0] if text else ""
+            if phase and phase != last_phase[0]:
+                sys.stderr.write(f"  route: {text}\n")
+            last_phase[0] = phase
+        sys.stderr.flush()
+
+    return say
 
 
 def _with_sigint(stop: StopSignal, work: Callable[[], Result]) -> Result:

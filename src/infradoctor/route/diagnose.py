@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -105,6 +105,8 @@ class RouteOptions:
     """Seed of the bootstrap."""
     stop: StopSignal | None = None
     """Set it (e.g. from a SIGINT handler) to end the measurement early with a partial result."""
+    progress: Callable[[str], None] | None = None
+    """Told what the measurement is doing, a line at a time (the CLI's live progress; None: silent)."""
     router_stats: tuple[str, ...] = ()
     """The router's statistics endpoints (``--router-stats``): Envoy admin, HAProxy stats or runtime API, nginx
     stub_status, a Prometheus endpoint; sampled before, during and after the run."""
@@ -181,6 +183,8 @@ def diagnose(options: RouteOptions) -> Result:
     targets = [BackendTarget(url, resolve_addresses(url)) for url in options.backends]
     endpoints = [(ROUTER, options.router), *((url, url) for url in options.backends)]
     stopped = options.stop.is_set if options.stop is not None else None
+    if options.connect_probes > 0:
+        _say(options, f"connect probes: {options.connect_probes} per endpoint")
     connect = (
         probe_connects(endpoints, count=options.connect_probes, stop=stopped) if options.connect_probes > 0 else []
     )
@@ -209,9 +213,11 @@ def diagnose(options: RouteOptions) -> Result:
             if deltas[url] is None:
                 errors.append(ErrorNote("route.counter", f"could not read {options.counter_path} on {url}"))
     paths = (options.health_path,) if options.health_path else HEALTH_PATHS
+    _say(options, "health checks")
     health: dict[str, HealthCheck] = {url: check_health(url, paths) for url in options.backends}
     bandwidth: list[Bandwidth] = []
     if options.iperf:
+        _say(options, "iperf3 bandwidth")
         hosts = dict.fromkeys(host_port(url)[0] for url in options.backends)
         bandwidth = [measure_bandwidth(host, port=options.iperf_port) for host in hosts]
     evidence = analyze(
@@ -265,6 +271,22 @@ def diagnose(options: RouteOptions) -> Result:
     )
 
 
+def _slot_progress(options: RouteOptions) -> Callable[[float, int, int], None] | None:
+    say = options.progress
+    if say is None:
+        return None
+
+    def after_slot(elapsed_s: float, routed: int, direct: int) -> None:
+        say(f"routed vs direct {elapsed_s:4.1f}/{options.duration_s:g} s: {routed} routed, {direct} direct requests")
+
+    return after_slot
+
+
+def _say(options: RouteOptions, text: str) -> None:
+    if options.progress is not None:
+        options.progress(text)
+
+
 async def _probe(options: RouteOptions) -> ProbeRun:
     capture = tuple(dict.fromkeys([*UPSTREAM_HEADERS, *ATTEMPT_HEADERS, *(
         [options.backend_header.lower()] if options.backend_header else []
@@ -285,6 +307,7 @@ async def _probe(options: RouteOptions) -> ProbeRun:
         max_requests=options.max_requests,
         backend_header=options.backend_header,
         stop=options.stop.is_set if options.stop is not None else None,
+        progress=_slot_progress(options),
     )
 
     def make_sender(url: str) -> EngineSender:

@@ -103,6 +103,8 @@ class ProbePlan:
     """Header that names the serving backend (lower-case); None to auto-detect."""
     stop: Callable[[], bool] | None = None
     """Checked between slots: when it returns True the probe ends early (Ctrl-C), keeping what was measured."""
+    progress: Callable[[float, int, int], None] | None = None
+    """Called after each slot with (seconds so far, routed requests, direct requests): a live progress line."""
 
 
 def schedule(paths: Sequence[ProbePath]) -> list[tuple[ProbePath, ...]]:
@@ -228,6 +230,9 @@ async def run_probe(
                 elif clock() - all_unreachable_since >= ALL_UNREACHABLE_GIVE_UP_S:
                     gave_up = done = True
                     break
+                if plan.progress is not None:
+                    routed = sum(1 for x in samples if x.kind == ROUTER)
+                    plan.progress(clock() - start, routed, len(samples) - routed)
                 if should_stop():
                     done = True
                     break
