@@ -283,7 +283,7 @@ def event_info(code: int, message: str) -> XidInfo:
     """
     info = xid_info(code)
     if code in _NVLINK5:
-        words = message.split(None, 3)[:3]
+        words = message[:200].split()
         if "Nonfatal" in words or "Non-fatal" in words:
             return dataclasses.replace(info, action="watch")
         if "Fatal" in words:

@@ -78,7 +78,7 @@ _JSON_MEMBER = re.compile(r'\s{0,64}"(textPayload|message|log|msg|MESSAGE)": (".
 _ANSI = re.compile(r"\x1b\[[0-9;]{0,32}m")
 
 
-@dataclass
+@dataclass(slots=True)
 class Stripped:
     """What the envelopes of one line said, and the line without them."""
 
@@ -109,7 +109,7 @@ class EnvelopeReader:
         self._partial: list[str] = []
         self._partial_chars = 0
 
-    def strip(self, line: str) -> Stripped | None:
+    def unwrap(self, line: str) -> Stripped | None:
         """The line without its envelopes; None while it is a partial record waiting for the rest."""
         out = Stripped(line)
         kinds: list[str] = []
@@ -151,7 +151,7 @@ class EnvelopeReader:
             self._partial, self._partial_chars = [], 0
         return False
 
-    def _layer(self, out: Stripped) -> str | None:  # noqa: C901 - one branch per envelope, dispatched on one char
+    def _layer(self, out: Stripped) -> str | None:
         """Remove one envelope from ``out.payload`` (recording its time and source); its kind, or None."""
         text = out.payload
         if not text:
@@ -166,31 +166,42 @@ class EnvelopeReader:
                 return self._layer(out)
             return None
         if first.isdigit():
-            match = _CRI.match(head)
-            if match:
-                out.payload = text[match.end():]
-                self._set_time(out, iso_time(match.group(1)))
-                out.source = out.source or match.group(2)
-                self._last_partial = match.group(3) == "P"
-                return CRI
-            match = _SYSLOG_3339.match(head)
-            if match:
-                out.payload = text[match.end():]
-                self._set_time(out, iso_time(match.group(1)))
-                out.program = match.group(3)
-                out.source = out.source or match.group(3)
-                return SYSLOG
-            match = _TIMESTAMP.match(head) if TIMESTAMP in self.ambiguous else None
-            if match:
-                out.payload = text[match.end():]
-                self._set_time(out, iso_time(match.group(1)))
-                return TIMESTAMP
-            match = _RANCHER.match(head)
-            if match:
-                out.payload = text[match.end():]
-                out.source = out.source or match.group(1)
-                return COMPOSE
+            if len(head) > 20 and head[4] == "-" and head[10] == "T":
+                return self._rfc3339(out, text, head)
+            if head[1:3].count(".") == 1:
+                match = _RANCHER.match(head)
+                if match:
+                    out.payload = text[match.end():]
+                    out.source = out.source or match.group(1)
+                    return COMPOSE
             return None
+        return self._other(out, text, head, first)
+
+    def _rfc3339(self, out: Stripped, text: str, head: str) -> str | None:
+        """A line starting with an RFC 3339 time: CRI, rsyslog's RFC 3339 header, or a bare timestamp."""
+        match = _CRI.match(head)
+        if match:
+            out.payload = text[match.end():]
+            self._set_time(out, iso_time(match.group(1)))
+            out.source = out.source or match.group(2)
+            self._last_partial = match.group(3) == "P"
+            return CRI
+        match = _SYSLOG_3339.match(head)
+        if match:
+            out.payload = text[match.end():]
+            self._set_time(out, iso_time(match.group(1)))
+            out.program = match.group(3)
+            out.source = out.source or match.group(3)
+            return SYSLOG
+        match = _TIMESTAMP.match(head) if TIMESTAMP in self.ambiguous else None
+        if match:
+            out.payload = text[match.end():]
+            self._set_time(out, iso_time(match.group(1)))
+            return TIMESTAMP
+        return None
+
+    def _other(self, out: Stripped, text: str, head: str, first: str) -> str | None:  # noqa: C901 - one per envelope
+        """Envelopes that do not start with a digit."""
         if first == "{":
             if text.startswith('{"log":'):
                 return self._docker_json(out)

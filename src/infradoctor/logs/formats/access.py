@@ -329,6 +329,8 @@ class AccessFormat(LogFormat):
         self.layout = layout
         self._decoder = RequestDecoder(layout)
         self._groups = _RawGroups()
+        self.required = "".join(sorted({c for t in layout.tokens if isinstance(t, str) for c in t if c != " "}))
+        """Characters every line of the layout contains (its literals'): checked before the full expression."""
 
     def handler(self, stats: LogStats, context: LineContext) -> LineHandler:
         """A line handler that counts raw field tuples (decoded in :meth:`finish`, as the polars engine does)."""
@@ -344,7 +346,12 @@ class AccessFormat(LogFormat):
         has_time = ROLE_TIME in self.layout.roles
         served = decoder.served
 
+        required = self.required
+
         def handle(line: str, ctx: LineContext) -> bool:
+            for char in required:
+                if char not in line:
+                    return False
             found = match(line)
             if found is None:
                 return False

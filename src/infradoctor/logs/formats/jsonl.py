@@ -254,25 +254,32 @@ class JsonLinesFormat(DatedLineFormat):
 
 
 def parse_key_values(line: str, limit: int = 200) -> dict[str, str]:
-    """``key=value`` pairs of a line (values end at a space; ``key="quoted value"`` too), at most ``limit``."""
+    """``key=value`` pairs of a line (values end at a space; ``key="quoted value"`` too), at most ``limit``.
+
+    The line is split on spaces once (at most ``4 * limit`` fields), so the cost is linear whatever it holds.
+    """
     out: dict[str, str] = {}
-    position, length = 0, len(line)
-    while position < length and len(out) < limit:
-        equals = line.find("=", position)
-        if equals < 0:
-            break
-        start = line.rfind(" ", position, equals) + 1
-        key = line[start:equals]
-        if line.startswith('"', equals + 1):
-            end = line.find('"', equals + 2)
-            end = length if end < 0 else end
-            value, position = line[equals + 2:end], end + 1
-        else:
-            end = line.find(" ", equals + 1)
-            end = length if end < 0 else end
-            value, position = line[equals + 1:end], end
-        if key and len(key) <= 64 and key not in out:
-            out[key.lower()] = value[:512]
+    fields = line.split(" ", 4 * limit)[: 4 * limit]
+    index = 0
+    while index < len(fields) and len(out) < limit:
+        field = fields[index]
+        index += 1
+        key, equals, value = field.partition("=")
+        if not equals or not key or len(key) > 64:
+            continue
+        if value.startswith('"') and not (len(value) > 1 and value.endswith('"')):
+            parts = [value[1:]]  # a quoted value with spaces: up to the field that closes the quote
+            while index < len(fields) and len(parts) < 64:
+                parts.append(fields[index])
+                index += 1
+                if parts[-1].endswith('"'):
+                    break
+            value = " ".join(parts).rstrip('"')
+        elif value.startswith('"'):
+            value = value[1:-1]
+        key = key.lower()
+        if key not in out:
+            out[key] = value[:512]
     return out
 
 

@@ -23,8 +23,8 @@ _GPU_ADDRESS = re.compile(r"NVRM: GPU (?:at )?(?:PCI:)?([0-9A-Fa-f]{1,8}:[0-9A-F
 
 def is_kernel_line(line: str, context: LineContext) -> bool:
     """A kernel line: a dmesg time stamp, the ``kernel`` program of its envelope, or the NVIDIA driver's ``NVRM:``."""
-    return (context.program == "kernel" or "NVRM:" in line or _DMESG.match(line) is not None
-            or line.lstrip()[:6] == "NVRM: ")
+    return (context.program == "kernel" or "NVRM:" in line
+            or (line[:1] == "[" and _DMESG.match(line) is not None))
 
 
 class KernelFormat(DatedLineFormat):

@@ -213,6 +213,8 @@ def compile_nginx(format_string: str) -> AccessLayout:
     Raises:
         FormatError: no variables, or an odd number of literal ``"`` (columns would not line up).
     """
+    if len(format_string) > MAX_FORMAT_CHARS:
+        raise FormatError(f"nginx log format of {len(format_string)} characters (at most {MAX_FORMAT_CHARS})")
     tokens: list[Token] = []
     pos = 0
     quoted = False
@@ -285,6 +287,8 @@ def compile_envoy(format_string: str = ENVOY_DEFAULT) -> AccessLayout:
     Raises:
         FormatError: no operators, unbalanced quotes, or a START_TIME format with a directive it cannot read.
     """
+    if len(format_string) > MAX_FORMAT_CHARS:
+        raise FormatError(f"Envoy log format of {len(format_string)} characters (at most {MAX_FORMAT_CHARS})")
     text = format_string.rstrip("\n")
     if text.endswith("\\n"):
         text = text[:-2]
@@ -505,6 +509,14 @@ KEY_ALIASES: dict[str, str] = {
 """Keys of ``key=value`` fields that custom nginx formats commonly use, and the variable each one logs."""
 
 
+MAX_DERIVE_CHARS = 8192
+"""A format is derived only from lines up to this long (the derived format's literals come from the line)."""
+MAX_SPACE_RUN = 16
+"""... with runs of spaces up to this long between fields."""
+MAX_FORMAT_CHARS = 16384
+"""A format string longer than this is refused."""
+
+
 @lru_cache(maxsize=1)
 def _combined_prefix() -> re.Pattern[str]:
     return re.compile("^" + tokens_regex(compile_nginx(NGINX_COMBINED).tokens))
@@ -524,6 +536,8 @@ def _tail_fields(tail: str) -> list[tuple[str, str, bool]] | None:
         if pos == start or pos >= length:
             return fields if pos >= length else None
         space = tail[start:pos]
+        if len(space) > MAX_SPACE_RUN:
+            return None
         if tail[pos] == '"':
             end = tail.find('"', pos + 1)
             if end < 0:
@@ -563,6 +577,8 @@ def derive_nginx_format(line: str) -> str | None:
     ``upstream_addr``...) become those variables; any other field becomes an unnamed variable. None when the line
     does not start like ``combined``.
     """
+    if len(line) > MAX_DERIVE_CHARS:
+        return None
     found = _combined_prefix().match(line)
     if found is None:
         return None

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from infradoctor.logs.envelope import AMBIGUOUS, EnvelopeReader, Stripped, prefix_regex, uniform_envelope
 from infradoctor.logs.formats.access import AccessFormat, polars_wanted, use_polars
@@ -30,6 +31,7 @@ from infradoctor.logs.formats.layout import (
     TIME_EPOCH,
     TIME_ISO,
     TIME_LOCAL,
+    AccessLayout,
     FormatError,
     compile_envoy,
     compile_nginx,
@@ -130,17 +132,27 @@ def _derived_nginx(sample: Sequence[str]) -> AccessFormat | None:
     for line in sample[:5]:
         derived = derive_nginx_format(line)
         if derived is not None:
-            try:
-                return AccessFormat("nginx", compile_nginx(derived))
-            except FormatError:
-                return None
+            return _compiled_nginx(derived)
     return None
+
+
+@lru_cache(maxsize=64)
+def _nginx_layout(format_string: str) -> AccessLayout | None:
+    try:
+        return compile_nginx(format_string)
+    except FormatError:
+        return None
+
+
+def _compiled_nginx(format_string: str) -> AccessFormat | None:
+    layout = _nginx_layout(format_string)
+    return AccessFormat("nginx", layout) if layout is not None else None
 
 
 def strip_sample(raw: Sequence[str], year: int, ambiguous: frozenset[str] = AMBIGUOUS) -> list[Stripped]:
     """The sample's lines with their envelopes stripped (the ambiguous ones only when allowed)."""
     reader = EnvelopeReader(year, ambiguous)
-    return [s for line in raw if (s := reader.strip(line)) is not None]
+    return [s for line in raw if (s := reader.unwrap(line)) is not None]
 
 
 def _best(pool: Sequence[LogFormat], payloads: list[str]) -> tuple[LogFormat, float]:
@@ -224,7 +236,7 @@ class LineRouter:
 
     def feed(self, line: str) -> None:
         """Read one raw line."""
-        stripped = self.envelopes.strip(line)
+        stripped = self.envelopes.unwrap(line)
         if stripped is None:
             return  # a partial record: it is read with the record that completes it
         self._read(stripped, line, isinstance(line, CutLine))
@@ -240,13 +252,15 @@ class LineRouter:
         context.raw = raw
         if stripped.cut:
             self.stats.note("line_cut")
-        if not cut:
-            handlers = self.handlers
-            count = len(handlers)
-            for offset in range(count):
-                index = (self.last + offset) % count
-                name, handle = handlers[index]
-                if handle(payload, context):
+        if not cut and self.handlers:
+            last = self.last
+            name, handle = self.handlers[last]
+            if handle(payload, context):  # the format of the line before: most lines
+                self.parsed += 1
+                self.report.formats[name] += 1
+                return
+            for index, (name, handle) in enumerate(self.handlers):
+                if index != last and handle(payload, context):
                     self.last = index
                     self.parsed += 1
                     self.report.formats[name] += 1

@@ -76,22 +76,30 @@ def dated_line_time(line: str, year: int) -> tuple[int, bool]:
     without a zone are UTC; times without a year take ``year``.
     """
     head = line[:HEAD_CHARS]
-    match = _NGINX_TIME.match(head)
-    if match:
-        return epoch(*(int(g) for g in match.groups()), None), True
-    match = _ISO.search(head)
-    if match:
-        *parts, offset = match.groups()
-        return epoch(*(int(g) for g in parts), offset), True
-    match = _DMESG_T.match(head)
-    if match and match.group(1) in MONTHS:
-        month, day, hour, minute, second, year_text = match.groups()
-        return epoch(int(year_text), MONTHS[month], int(day), int(hour), int(minute), int(second), None), True
-    match = _SYSLOG.match(head)
-    if match:
-        month, day, hour, minute, second = match.groups()
-        return epoch(year, MONTHS[month], int(day), int(hour), int(minute), int(second), None), False
-    match = _MONTH_DAY.match(head)
+    if not head:
+        return NO_TIME, False
+    first = head[0]
+    if head[4:5] == "/":
+        match = _NGINX_TIME.match(head)
+        if match:
+            return epoch(*(int(g) for g in match.groups()), None), True
+    if "-" in head:
+        match = _ISO.search(head)
+        if match:
+            *parts, offset = match.groups()
+            return epoch(*(int(g) for g in parts), offset), True
+    if first == "[":
+        match = _DMESG_T.match(head)
+        if match and match.group(1) in MONTHS:
+            month, day, hour, minute, second, year_text = match.groups()
+            return epoch(int(year_text), MONTHS[month], int(day), int(hour), int(minute), int(second), None), True
+        return NO_TIME, False
+    if first == "<" or head[:3] in MONTHS:
+        match = _SYSLOG.match(head)
+        if match:
+            month, day, hour, minute, second = match.groups()
+            return epoch(year, MONTHS[month], int(day), int(hour), int(minute), int(second), None), False
+    match = _MONTH_DAY.match(head) if first.isupper() else None
     if match:
         m1, d1, m2, d2, hour, minute, second = match.groups()
         return epoch(year, int(m1 or m2), int(d1 or d2), int(hour), int(minute), int(second), None), False
