@@ -299,3 +299,32 @@ def test_unknown_tail_without_keys_still_gives_status_and_time(tmp_path: Path) -
     stats, name = parse_file(path)
     assert name == "nginx" and stats.parsed == 1
     assert event_counts(stats) == {("bad_gateway", "-"): 1}  # no $upstream_addr: nothing says which upstream
+
+
+ENVELOPES = {
+    "kubectl": lambda i, line: f"[pod/llm-{i % 3}/nginx] {line}",
+    "cri": lambda i, line: f"2026-11-29T10:00:{i % 60:02d}.123456789Z stdout F {line}",
+    "syslog": lambda i, line: f"<30>Nov 29 10:00:{i % 60:02d} edge-1 nginx[22]: {line}",
+    "compose": lambda i, line: f"nginx-1  | {line}",
+}
+
+
+@pytest.mark.parametrize("envelope", sorted(ENVELOPES))
+@pytest.mark.parametrize("name", ["nginx_upstream.log", "envoy_default.log"])
+def test_polars_reads_enveloped_access_logs_as_python_does(tmp_path: Path, logs_dir: Path, name: str,
+                                                           envelope: str) -> None:
+    """The fast engine keeps its speed inside a plain-prefix envelope; both engines agree line for line."""
+    needs_polars()
+    wrap = ENVELOPES[envelope]
+    lines = (logs_dir / name).read_text().splitlines()
+    path = tmp_path / f"{envelope}.log"
+    path.write_text("".join(wrap(i, line) + "\n" for i, line in enumerate(lines)) + "not an access line at all\n")
+    bare, _ = parse_file(logs_dir / name, engine="python")
+    slow, _ = parse_file(path, engine="python")
+    fast, _ = parse_file(path, engine="polars")
+    assert fast.engines == {"polars": 1}
+    for field in ("lines", "parsed", "requests", "request_hist", "attempt_hist", "overhead_hist", "attempts_hist",
+                  "timeline_kinds", "sig_durations", "skipped", "envoy_flags", "line_formats"):
+        assert getattr(fast, field) == getattr(slow, field), field
+    assert slow.requests == bare.requests and slow.request_hist == bare.request_hist
+    assert event_counts(slow) == event_counts(bare) and slow.line_formats["text"] == 1

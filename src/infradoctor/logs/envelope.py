@@ -347,5 +347,8 @@ def prefix_regex(kinds: tuple[str, ...]) -> str | None:
         pattern = PREFIX_PATTERNS.get(kind)
         if pattern is None:
             return None
-        parts.append(re.sub(r"\((?!\?)", "(?:", pattern))
+        pattern = re.sub(r"\((?!\?)", "(?:", pattern)
+        # Rust's regex (polars) has no backtracking to bound, and large bounded repeats make its automaton slow
+        pattern = re.sub(r"\{1,\d{2,}\}", "+", re.sub(r"\{0,\d{2,}\}", "*", pattern))
+        parts.append(pattern)
     return "".join(parts)

@@ -117,7 +117,7 @@ def parse_access_polars(
     try:
         for index, chunk in enumerate(_chunks(source, stats)):
             with_examples = index < EXAMPLE_CHUNKS
-            frames = pl.collect_all(plan.queries(chunk, with_examples), engine="streaming")
+            frames = plan.frames(chunk, with_examples)
             for name in _KEYS:
                 parts[name].append(frames[_INDEX[name]])
             rows += int(frames[_INDEX["totals"]].row(0)[0] or 0)
@@ -322,25 +322,28 @@ class _Plan:
             row_index_name="row",
         )
 
-    def queries(self, chunk: bytes, with_examples: bool) -> list[Any]:
+    def frames(self, chunk: bytes, with_examples: bool) -> list[Any]:
         """Request, upstream, router-time, timeline, totals and unread lines of one chunk, examples when asked.
 
-        One scan is shared by all.
+        The chunk is scanned and its fields extracted once (one materialised frame); the group-bys then run on it.
         """
         pl = self.pl
         raw = self.columns[:-1] if with_examples else []
-        frame = self.scan(chunk).select("row", *raw, ok=self.ok, **self.select)
-        parsed = frame.filter(pl.col("ok")).with_columns(tkey=self.tkey, served=self.served)
         fail_addr = pl.when(self.may_fail).then(pl.col(ROLE_UPSTREAM)).otherwise(None)
         fail_request = pl.when(self.may_fail).then(pl.col(ROLE_REQUEST_TIME)).otherwise(None)
-        return [
+        base = self.scan(chunk).select("row", *raw, ok=self.ok, **self.select).with_columns(
+            tkey=self.tkey, served=self.served, overhead_ms=self.overhead, fail_addr=fail_addr,
+            fail_request=fail_request).collect()
+        parsed = base.filter(pl.col("ok")).lazy()
+        queries = [
             parsed.group_by(*_REQUEST_KEYS).agg(n=pl.len()),
-            parsed.with_columns(fail_request=fail_request).group_by(*_UPSTREAM_KEYS).agg(n=pl.len()),
-            parsed.select(overhead_ms=self.overhead).drop_nulls().group_by(*_OVERHEAD_KEYS).agg(n=pl.len()),
-            parsed.with_columns(fail_addr=fail_addr).group_by(*_TIMELINE_KEYS).agg(n=pl.len()),
-            frame.select(rows=pl.len()),
-            frame.filter(~pl.col("ok")).select("row"),
+            parsed.group_by(*_UPSTREAM_KEYS).agg(n=pl.len()),
+            parsed.select("overhead_ms").drop_nulls().group_by(*_OVERHEAD_KEYS).agg(n=pl.len()),
+            parsed.group_by(*_TIMELINE_KEYS).agg(n=pl.len()),
+            base.lazy().select(rows=pl.len()),
+            base.lazy().filter(~pl.col("ok")).select("row"),
         ] + ([self._examples(parsed)] if with_examples else [])
+        return list(pl.collect_all(queries))
 
     def _examples(self, parsed: Any) -> Any:
         return (
