@@ -49,7 +49,7 @@ ACTION_RANK: Mapping[str, int] = MappingProxyType({"none": 0, "watch": 1, "resta
 """Actions from least to most disruptive (the most disruptive one seen for a code is reported)."""
 
 MAX_ADDRESS_CHARS = 64
-"""A PCI address in parentheses longer than this is not one (the device is reported as unknown)."""
+"""A PCI address in parentheses longer than this is not one (the device is reported as ``unknown``)."""
 MAX_MESSAGE_CHARS = 500
 """The message after the code is cut to this many characters."""
 UNKNOWN_DEVICE = "unknown"
@@ -367,8 +367,9 @@ def _value_after(message: str, key: str) -> str | None:
 def parse_xid_line(line: str, line_number: int = 0) -> XidEvent | None:
     """The Xid event in a kernel log line, or None when the line is not an Xid line.
 
-    Linear in the line: ``NVRM: Xid (`` is found with ``str.find``, the address must close within
-    :data:`MAX_ADDRESS_CHARS` characters, the code is at most six digits.
+    Linear in the line: ``NVRM: Xid (`` and the ``): `` that ends the address are found with ``str.find``; an
+    address longer than :data:`MAX_ADDRESS_CHARS` is not one (the device is ``unknown``); the code is at most six
+    digits.
     """
     at = line.find("NVRM: Xid")
     if at < 0:
@@ -376,7 +377,7 @@ def parse_xid_line(line: str, line_number: int = 0) -> XidEvent | None:
     rest = line[at + 9:].lstrip(" ")
     if not rest.startswith("("):
         return None
-    close = rest.find("): ", 1, MAX_ADDRESS_CHARS + 4)
+    close = rest.find("): ", 1)
     if close < 0:
         return None
     after = rest[close + 3:]
@@ -396,7 +397,8 @@ def parse_xid_line(line: str, line_number: int = 0) -> XidEvent | None:
         caused_by = int(cause) if cause else None
     stamp = _TIMESTAMP.match(line[:MAX_TIMESTAMP_SCAN])
     timestamp = (stamp.group("mono") or stamp.group("iso") or stamp.group("syslog")) if stamp else None
-    return XidEvent(code=int(digits), pci=_device(rest[1:close]), message=message, timestamp=timestamp, pid=pid,
+    device = _device(rest[1:close]) if close <= MAX_ADDRESS_CHARS else UNKNOWN_DEVICE
+    return XidEvent(code=int(digits), pci=device, message=message, timestamp=timestamp, pid=pid,
                     process_name=name, line=line_number, caused_by=caused_by)
 
 

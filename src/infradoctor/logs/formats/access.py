@@ -319,6 +319,9 @@ class _RawGroups:
         self.upstreams: Counter[tuple[str | None, ...]] = Counter()
         self.outcomes: Counter[tuple[TimeKey, str | None, str | None, str | None]] = Counter()
         self.durations: Counter[tuple[str | None, ...]] = Counter()
+        self.overheads: Counter[tuple[str, str | bool | None, str]] = Counter()
+        """(request time, the address (Envoy, none) or whether it is a multi-value (nginx), upstream time) ->
+        requests."""
 
 
 class AccessFormat(LogFormat):
@@ -337,15 +340,13 @@ class AccessFormat(LogFormat):
         match = self.layout.line_regex().match
         decoder = self._decoder = RequestDecoder(self.layout)
         groups = self._groups = _RawGroups()
-        roles = [role for role in ALL_ROLES if role in self.layout.roles]
-        slot = {role: index for index, role in enumerate(roles)}
-        pick = [slot.get(role) for role in ALL_ROLES]
         requests, upstreams, outcomes, durations = groups.requests, groups.upstreams, groups.outcomes, groups.durations
-        overhead_hist = stats.overhead_hist
         second_key, minute_key = decoder.second_key, decoder.minute_key
         has_time = ROLE_TIME in self.layout.roles
-        served = decoder.served
-
+        by_address = decoder.is_envoy or decoder.has_upstream
+        envoy = decoder.is_envoy
+        overheads = groups.overheads
+        served_cache: dict[tuple[str | None, str | None], bool] = {}
         required = self.required
 
         def handle(line: str, ctx: LineContext) -> bool:
@@ -355,15 +356,22 @@ class AccessFormat(LogFormat):
             found = match(line)
             if found is None:
                 return False
-            values = found.group(*roles) if len(roles) > 1 else (found.group(roles[0]),)
-            time_raw, status, request, addr, ustatus, utime, flags, attempts = (
-                None if index is None else values[index] for index in pick
-            )
-            requests[(status, request, served(addr, flags, utime))] += 1
+            get = found.groupdict().get
+            time_raw, status, request = get(ROLE_TIME), get(ROLE_STATUS), get(ROLE_REQUEST_TIME)
+            addr = get(ROLE_UPSTREAM)
+            ustatus, utime, flags, attempts = (get(ROLE_UPSTREAM_STATUS), get(ROLE_UPSTREAM_TIME), get(ROLE_FLAGS),
+                                               get(ROLE_ATTEMPTS))
+            served_key = (addr, flags) if by_address else (utime, None)
+            served = served_cache.get(served_key)
+            if served is None:
+                if len(served_cache) > SIGNATURE_CACHE:
+                    served_cache.clear()
+                served = served_cache[served_key] = decoder.served(addr, flags, utime)
+            requests[(status, request, served)] += 1
             upstreams[(status, addr, ustatus, utime, attempts)] += 1
-            overhead = decoder.overhead_ms(request, addr, ustatus, utime)
-            if overhead is not None:
-                overhead_hist[overhead] += 1
+            if request is not None and utime is not None:  # router time, decoded per distinct pair in finish()
+                overheads[(request, addr if addr is None or addr == "-" or envoy else _multi(addr) or (
+                    ustatus is not None and _multi(ustatus)), utime)] += 1
             fails = decoder.may_fail(status, flags)
             key: TimeKey
             if has_time:
@@ -391,6 +399,12 @@ class AccessFormat(LogFormat):
             decoder.add_outcome(stats, time_key, status, addr, flags, count)
         for (status, addr, flags, request), count in groups.durations.items():
             decoder.add_durations(stats, status, addr, flags, request, count)
+        for (request, address, utime), count in groups.overheads.items():
+            if isinstance(address, bool):  # nginx: the address had several tries (True) or one (False)
+                address = "a, b" if address else "a:1"
+            overhead = decoder.overhead_ms(request, address, None, utime)
+            if overhead is not None:
+                stats.overhead_hist[overhead] += count
         self._groups = _RawGroups()
 
     def sniff(self, lines: Sequence[str]) -> float:
