@@ -202,6 +202,14 @@ class RequestDecoder:
 
         An upstream group's name (nginx found no live server in it) is not a try.
         """
+        if not (_multi(addr) or (ustatus_raw is not None and _multi(ustatus_raw))
+                or (utime_raw is not None and _multi(utime_raw))):  # one try: most requests
+            if is_group_name(addr):
+                return []
+            ustatus = to_int(ustatus_raw) if self.has_ustatus and ustatus_raw is not None else status
+            utime = to_ms(utime_raw, self.layout.upstream_scale) if self.has_utime and utime_raw is not None \
+                else UNKNOWN
+            return [(stats.subject(addr), UNKNOWN if ustatus is None else ustatus, utime)]
         addrs = MULTI_SPLIT.split(addr)
         if self.has_ustatus and ustatus_raw is not None:
             statuses = [UNKNOWN if (v := to_int(s)) is None else v for s in MULTI_SPLIT.split(ustatus_raw)]

@@ -62,8 +62,6 @@ COMPACT_EVERY = 16
 """Re-aggregate the per-chunk group tables every this many chunks (bounds memory on long files)."""
 MAX_LINE_CHUNKS = 4
 """A "line" longer than this many chunks (no newline at all) is dropped as ``line_too_long``."""
-MAX_EXAMPLE_SCANS = 4
-"""Chunks re-scanned for example lines at most, per file (a new failing (kind, upstream) triggers a scan)."""
 
 _ROLES = (ROLE_TIME, ROLE_STATUS, ROLE_REQUEST_TIME, ROLE_UPSTREAM, ROLE_UPSTREAM_STATUS, ROLE_UPSTREAM_TIME,
           ROLE_FLAGS, ROLE_ATTEMPTS)
@@ -78,9 +76,7 @@ _OVERHEAD_KEYS = ("overhead_ms",)
 _TIMELINE_KEYS = ("tkey", ROLE_STATUS, "fail_addr", ROLE_FLAGS)
 _KEYS = {"requests": _REQUEST_KEYS, "upstreams": _UPSTREAM_KEYS, "overhead": _OVERHEAD_KEYS,
          "timeline": _TIMELINE_KEYS}
-_INDEX = {name: index for index, name in enumerate([*_KEYS, "totals", "unread"])}
-EXAMPLE_CHUNKS = 2
-"""The first chunks also return example lines from the shared scan; later ones re-scan only on a new failure."""
+_INDEX = {name: index for index, name in enumerate([*_KEYS, "totals", "unread", "examples"])}
 
 
 def polars_available() -> bool:
@@ -116,17 +112,13 @@ def parse_access_polars(
     rows = 0
     try:
         for index, chunk in enumerate(_chunks(source, stats)):
-            with_examples = index < EXAMPLE_CHUNKS
-            frames = plan.frames(chunk, with_examples)
+            frames = plan.frames(chunk)
             for name in _KEYS:
                 parts[name].append(frames[_INDEX[name]])
             rows += int(frames[_INDEX["totals"]].row(0)[0] or 0)
             if (index + 1) % COMPACT_EVERY == 0:
                 parts = {name: [_sum(pl, pieces, _KEYS[name])] for name, pieces in parts.items()}
-            if with_examples:
-                plan.take_examples(frames[-1], decoder, stats)
-            else:
-                plan.collect_examples(chunk, frames[_INDEX["timeline"]], decoder, stats)
+            plan.take_examples(chunk, frames[_INDEX["examples"]], decoder, stats)
             missed = frames[_INDEX["unread"]]["row"].to_list()
             if missed and unread is not None:
                 _feed_unread(chunk, missed, unread, stats)
@@ -254,10 +246,8 @@ class _Plan:
         # Timeline key: the second of failing requests (incidents need it), the minute of the others (so the
         # number of groups follows the minutes in the file, not its lines).
         self.tkey = pl.when(self.may_fail).then(self._second_key(layout)).otherwise(self._minute_key(layout))
-        self.line = pl.concat_str([pl.col(c).fill_null("") for c in self.columns[:n]], separator='"')
         self.overhead = self._overhead(layout, fields)
         self.example_keys: set[tuple[tuple[str, ...], str]] = set()
-        self.example_scans = 0
 
     def _second_key(self, layout: AccessLayout) -> Any:
         """The time field cut to the second (UTC ISO times lose their fraction)."""
@@ -322,16 +312,17 @@ class _Plan:
             row_index_name="row",
         )
 
-    def frames(self, chunk: bytes, with_examples: bool) -> list[Any]:
-        """Request, upstream, router-time, timeline, totals and unread lines of one chunk, examples when asked.
+    def frames(self, chunk: bytes) -> list[Any]:
+        """Request, upstream, router-time, timeline, totals, unread lines and example rows of one chunk.
 
         The chunk is scanned and its fields extracted once (one materialised frame); the group-bys then run on it.
+        Examples are row numbers (the first few per failing status, upstream and flags): the lines themselves are
+        cut from the chunk only for kinds not seen before.
         """
         pl = self.pl
-        raw = self.columns[:-1] if with_examples else []
         fail_addr = pl.when(self.may_fail).then(pl.col(ROLE_UPSTREAM)).otherwise(None)
         fail_request = pl.when(self.may_fail).then(pl.col(ROLE_REQUEST_TIME)).otherwise(None)
-        base = self.scan(chunk).select("row", *raw, ok=self.ok, **self.select).with_columns(
+        base = self.scan(chunk).select("row", ok=self.ok, **self.select).with_columns(
             tkey=self.tkey, served=self.served, overhead_ms=self.overhead, fail_addr=fail_addr,
             fail_request=fail_request).collect()
         parsed = base.filter(pl.col("ok")).lazy()
@@ -342,43 +333,25 @@ class _Plan:
             parsed.group_by(*_TIMELINE_KEYS).agg(n=pl.len()),
             base.lazy().select(rows=pl.len()),
             base.lazy().filter(~pl.col("ok")).select("row"),
-        ] + ([self._examples(parsed)] if with_examples else [])
+            parsed.filter(self.may_fail).group_by(ROLE_STATUS, ROLE_UPSTREAM, ROLE_FLAGS, maintain_order=True)
+            .agg(rows=pl.col("row").head(MAX_EXAMPLES)),
+        ]
         return list(pl.collect_all(queries))
 
-    def _examples(self, parsed: Any) -> Any:
-        return (
-            parsed.filter(self.may_fail)
-            .group_by(ROLE_STATUS, ROLE_UPSTREAM, ROLE_FLAGS, maintain_order=True)
-            .agg(lines=self.line.head(MAX_EXAMPLES))
-        )
-
-    def take_examples(self, found: Any, decoder: RequestDecoder, stats: LogStats) -> None:
-        """Keep example lines of (kind, upstream) groups from an examples frame."""
-        for status, addr, flags, lines in found.iter_rows():
+    def take_examples(self, chunk: bytes, found: Any, decoder: RequestDecoder, stats: LogStats) -> None:
+        """Keep example lines of (kind, upstream) groups not seen before, cut from the chunk by row number."""
+        lines: list[bytes] | None = None
+        for status, addr, flags, rows in found.iter_rows():
             key = decoder.signatures(to_int(status), addr, flags)
-            if not key[0]:
+            if not key[0] or key in self.example_keys:
                 continue
             self.example_keys.add(key)
-            for line in lines:
-                decoder.add_example(stats, status, addr, flags, line)
-
-    def collect_examples(self, chunk: bytes, timeline: Any, decoder: RequestDecoder, stats: LogStats) -> None:
-        """Example lines for failing groups first seen in this chunk (a second scan only of such chunks)."""
-        pl = self.pl
-        wanted: set[tuple[tuple[str, ...], str]] = set()
-        if self.example_scans >= MAX_EXAMPLE_SCANS:
-            return
-        for _tkey, status, addr, flags, _n in timeline.iter_rows():
-            if not decoder.may_fail(status, flags):
-                continue
-            key = decoder.signatures(to_int(status), addr, flags)
-            if key[0] and key not in self.example_keys:
-                wanted.add(key)
-        if not wanted:
-            return
-        self.example_scans += 1
-        frame = self.scan(chunk).select(*self.columns[:-1], ok=self.ok, **self.select).filter(pl.col("ok"))
-        self.take_examples(self._examples(frame).collect(), decoder, stats)
+            if lines is None:
+                lines = chunk.split(b"\n")
+            for row in rows:
+                if 0 <= row < len(lines):
+                    line = lines[row].rstrip(b"\r").decode("utf-8", errors="replace")
+                    decoder.add_example(stats, status, addr, flags, line)
 
 
 def _sum(pl: Any, pieces: list[Any], keys: tuple[str, ...]) -> Any:
