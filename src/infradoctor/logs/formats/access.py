@@ -342,6 +342,7 @@ class AccessFormat(LogFormat):
         self._groups = _RawGroups()
         self.required = "".join(sorted({c for t in layout.tokens if isinstance(t, str) for c in t if c != " "}))
         """Characters every line of the layout contains (its literals'): checked before the full expression."""
+        self.needs = '"' if '"' in self.required else ""
 
     def handler(self, stats: LogStats, context: LineContext) -> LineHandler:
         """A line handler that counts raw field tuples (decoded in :meth:`finish`, as the polars engine does)."""

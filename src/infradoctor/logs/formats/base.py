@@ -56,6 +56,8 @@ class LogFormat(abc.ABC):
     """Name used by ``--format`` and in results."""
     structured: bool = True
     """False only for the free-text fallback (its lines are searched, not decoded)."""
+    needs: str = ""
+    """A character every line of the format contains (the router skips the format for lines without it)."""
 
     @abc.abstractmethod
     def handler(self, stats: LogStats, context: LineContext) -> LineHandler:

@@ -108,6 +108,7 @@ class EnvoyTextFormat(LogFormat):
     """Envoy/Istio text access lines read by their shape (see the module docstring)."""
 
     name = "envoy"
+    needs = '"'
 
     def handler(self, stats: LogStats, context: LineContext) -> LineHandler:
         """Decode each line with the Envoy request decoder; the envelope's time when the line has none."""

@@ -141,6 +141,7 @@ class HaproxyFormat(LogFormat):
     """HAProxy httplog and tcplog."""
 
     name = "haproxy"
+    needs = "/"
 
     def handler(self, stats: LogStats, context: LineContext) -> LineHandler:
         """Read each line around its timers field; count its request, queue time and termination state."""

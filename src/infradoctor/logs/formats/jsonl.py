@@ -233,6 +233,7 @@ class JsonLinesFormat(DatedLineFormat):
     """One JSON object per line."""
 
     name = "jsonl"
+    needs = "{"
 
     def handler(self, stats: LogStats, context: LineContext) -> LineHandler:
         """Parse JSON (bounded); route access-log objects to the request decoders, others to signature search."""
@@ -287,6 +288,7 @@ class KeyValueFormat(DatedLineFormat):
     """Access lines of ``key=value`` fields (an Envoy or nginx custom format, logfmt) whose keys name a request."""
 
     name = "keyvalue"
+    needs = "="
 
     def handler(self, stats: LogStats, context: LineContext) -> LineHandler:
         """Read the pairs; a request when the keys say status and flags (Envoy) or status and request time (nginx)."""

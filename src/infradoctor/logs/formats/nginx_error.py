@@ -21,6 +21,7 @@ class NginxErrorFormat(DatedLineFormat):
     """
 
     name = "nginx-error"
+    needs = "/"
     _LINE = re.compile(r"\d{4}/\d\d/\d\d \d\d:\d\d:\d\d \[(?:debug|info|notice|warn|error|crit|alert|emerg)\] ")
 
     def handler(self, stats: LogStats, context: LineContext) -> LineHandler:

@@ -228,8 +228,8 @@ class LineRouter:
         self.envelopes = EnvelopeReader(choice.year, choice.ambiguous)
         self.forced = choice.forced
         self.formats = list(formats if formats is not None else (choice.primary, *choice.fallbacks))
-        self.handlers: list[tuple[str, LineHandler]] = [
-            (f.name, f.handler(stats, self.context)) for f in self.formats if f.structured]
+        self.handlers: list[tuple[str, LineHandler, str]] = [
+            (f.name, f.handler(stats, self.context), f.needs) for f in self.formats if f.structured]
         self.text = TextFormat(choice.year).handler(stats, self.context)
         self.last = 0
         self.parsed = self.mismatched = 0
@@ -254,13 +254,13 @@ class LineRouter:
             self.stats.note("line_cut")
         if not cut and self.handlers:
             last = self.last
-            name, handle = self.handlers[last]
+            name, handle, _ = self.handlers[last]
             if handle(payload, context):  # the format of the line before: most lines
                 self.parsed += 1
                 self.report.formats[name] += 1
                 return
-            for index, (name, handle) in enumerate(self.handlers):
-                if index != last and handle(payload, context):
+            for index, (name, handle, needs) in enumerate(self.handlers):
+                if index != last and (not needs or needs in payload) and handle(payload, context):
                     self.last = index
                     self.parsed += 1
                     self.report.formats[name] += 1
