@@ -46,10 +46,26 @@ DISPUTED: dict[tuple[str, str], tuple[int, str]] = {
 count and is defended here (reported to whoever judges the corpus; never used to hide a miss)."""
 
 
+LATER_CODES: dict[str, list[dict[str, str]]] = {
+    "k8s_events_probe_oom_backoff.log": [{
+        "code": "N014", "severity_at_most": "high",
+        "why": "expected.json was judged before N014 container-restarts existed ('No DESIGN code covers probes/"
+               "CrashLoopBackOff/container OOMKilled today: they should at least be incidents'); the file has a "
+               "CrashLoopBackOff and an OOMKilled container, which N014 reports high, as it does from "
+               "kube-state-metrics"}],
+    "kubelet_klog_probe_deadline.log": [{
+        "code": "N014", "severity_at_most": "low", "why": "one failed liveness probe: N014 at low"}],
+}
+"""Findings allowed where the code was assigned after expected.json was judged (added to its findings_allowed)."""
+
+
 def load_expected() -> dict[str, dict[str, Any]]:
     """expected.json without its ``_meta``."""
     data = json.loads((CORPUS / "expected.json").read_text(encoding="utf-8"))
-    return {name: entry for name, entry in data.items() if not name.startswith("_")}
+    out = {name: entry for name, entry in data.items() if not name.startswith("_")}
+    for name, allowed in LATER_CODES.items():
+        out[name] = {**out[name], "findings_allowed": [*out[name].get("findings_allowed", []), *allowed]}
+    return out
 
 
 def mapped_code(entry: dict[str, Any]) -> str | None:

@@ -183,7 +183,7 @@ def test_model_server_and_kubernetes_failures_are_findings(tmp_path: Path) -> No
     ])
     found = {f["code"]: f for f in result["findings"]}
     assert found["S014"]["severity"] == "critical" and "engine dead" in found["S014"]["title"]
-    assert found["N014"]["severity"] == "medium" and "OOMKilled" in found["N014"]["title"]
+    assert found["N014"]["severity"] == "high" and "OOMKilled" in found["N014"]["title"]  # as from fleet
     only_probes = run_lines(tmp_path, "probe.log", ['"Probe failed" probeType="Liveness" pod="a/b"'])
     assert [(f["code"], f["severity"]) for f in only_probes["findings"]] == [("N014", "low")]
     triton = run_lines(tmp_path, "triton.log", ["| mymodel | 1 | UNAVAILABLE: Internal: unable to create TensorRT engine |"])
