@@ -354,7 +354,7 @@ def render_doc(doc: str, constants: Mapping[str, Any]) -> str:
 
 
 # Packages whose ``rules`` subpackage holds one module per rule, each declaring ``RULE``.
-RULE_PACKAGES = ("profile", "load", "serve", "route", "node", "fleet", "scan", "telemetry")
+RULE_PACKAGES = ("profile", "load", "serve", "route", "node", "fleet", "logs", "scan", "telemetry")
 
 
 @functools.cache

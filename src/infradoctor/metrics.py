@@ -222,6 +222,7 @@ METRICS_CLASSES: Mapping[str, str] = {
     "compare": "infradoctor.compare.analysis:CompareMetrics",
     "node": "infradoctor.node.metrics:NodeMetrics",
     "fleet": "infradoctor.fleet.metrics:FleetMetrics",
+    "logs": "infradoctor.logs.metrics:LogsMetrics",
     "route": "infradoctor.route.metrics:RouteMetrics",
     "load": "infradoctor.load.metrics:LoadMetrics",
     "scan": "infradoctor.scan.metrics:ScanMetrics",

@@ -55,8 +55,8 @@ def test_a_healthy_log_has_no_findings() -> None:
 
 def test_every_code_logs_can_emit_has_a_check_over_logs() -> None:
     codes = {code for code, rule in catalog().items() if any(c.evidence is LogsEvidence for c in rule.checks)}
-    assert codes == {"N001", "N006", "N009", "N011", "R001", "R002", "R003", "R005", "R006", "R007", "R008", "R009",
-                     "R012"}
+    assert codes == {"N001", "N006", "N009", "N011", "N012", "N014", "R001", "R002", "R003", "R005", "R006", "R007",
+                     "R008", "R009", "R012", "S014"}
     assert all("logs" in catalog()[code].commands for code in codes)
 
 
@@ -147,8 +147,9 @@ def test_r009_growing_queue() -> None:
 
 
 def test_n001_one_finding_per_xid_code_with_severity() -> None:
-    found = n001_gpu_xid.check(evidence(xids={(79, "PCI:0000:3b:00"): 1, (13, "PCI:0000:86:00"): 3,
-                                              (13, "PCI:0000:87:00"): 1}), OPTS)
+    stats = LogStats()
+    stats.xids.update({(79, "PCI:0000:3b:00", 0): 1, (13, "PCI:0000:86:00", 0): 3, (13, "PCI:0000:87:00", 0): 1})
+    found = n001_gpu_xid.check(build_evidence(stats, ("kern.log",)), OPTS)
     by_code = {f.evidence["xid"]: f for f in found}
     assert by_code[79].severity is Severity.CRITICAL and "reboot" in by_code[79].fix
     assert by_code[13].severity is Severity.MEDIUM and by_code[13].evidence["count"] == 4
@@ -182,7 +183,7 @@ def test_event_keys_stay_bounded(monkeypatch) -> None:
         stats.count_event("upstream_timeout", f"u:{second % 3}", 1_000_000 + second, 1)
     assert len(stats.events) <= 1000 and stats.event_resolution_s == 60
     assert sum(stats.events.values()) == 5000
-    assert all(sec % 60 == 0 for _, _, sec, _ in stats.events)
+    assert all(sec % 60 == 0 for _, _, sec, _, _ in stats.events)
 
 
 def test_incident_windows_split_on_gaps() -> None:

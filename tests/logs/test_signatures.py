@@ -74,7 +74,8 @@ def test_every_signature_maps_to_a_registered_code_and_has_text() -> None:
     ("UH", 503, "no_healthy_upstream"), ("UF", 503, "upstream_connect_error"), ("UF,URX", 503,
      "upstream_connect_error"), ("UT", 504, "upstream_timeout"), ("UC", 503, "upstream_reset"),
     ("UO", 503, "upstream_overflow"), ("URX", 503, "retry_limit_exceeded"), ("DC", 0, "client_disconnect"),
-    ("-", 0, "client_disconnect"), ("-", 200, None), ("LR", 403, None),
+    ("-", 0, "client_disconnect"), ("-", 200, None), ("LR", 403, "local_reset"), ("NR", 404, "no_route"),
+    ("NC", 503, "no_cluster"), ("NoHealthyUpstream", 503, "no_healthy_upstream"), ("RL", 429, "rate_limited"),
 ])
 def test_envoy_flags(flags: str, status: int, expected: str | None) -> None:
     assert envoy_signature(flags, status) == expected

@@ -13,10 +13,13 @@ class LogsCommand(Command):
     """Find failure signatures, incidents and router-vs-upstream time in logs.
 
     Reads nginx access logs (any log_format; default combined; retries in $upstream_addr), nginx error logs, Envoy
-    access logs (default, Istio or any format string; JSON), HAProxy httplog, JSON-lines app logs, Python
-    tracebacks and kernel logs (NVRM: Xid). Files may be gzip, xz or bzip2 compressed. --format auto sniffs each
-    file from its first lines. Large access logs are parsed with polars in flat memory; bad lines are counted, never
-    fatal.
+    and Istio access logs (default, Istio or any format string incl. key=value; JSON), HAProxy httplog/tcplog (also
+    JSON), JSON-lines and key=value app logs, Python tracebacks, model-server logs (vLLM, Triton, TorchServe),
+    Kubernetes events and kernel logs (NVRM: Xid). Lines may come wrapped: kubectl --prefix/--timestamps, stern,
+    docker compose, syslog (RFC 3164/5424), journald, CRI/containerd and docker json-file records are stripped,
+    keeping their time and pod/container. --format auto sniffs each file from its first lines and reads a mixed file
+    line by line, each line in the format that reads it; any other line is still searched for failure signatures.
+    Large access logs are parsed with polars in flat memory; bad lines are counted, never fatal.
 
     Reports incidents (signature, upstream, time window, count, example lines), a per-upstream table (requests,
     error rate, p50/p99), the router's own time (request minus upstream time), retries, HAProxy queueing and a
@@ -32,7 +35,7 @@ class LogsCommand(Command):
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         """Arguments."""
-        from infradoctor.logs.formats import FORMAT_NAMES
+        from infradoctor.logs.formats.router import FORMAT_NAMES
 
         parser.add_argument("files", nargs="+", metavar="FILE",
                             help="log files (.gz, .xz, .bz2 are fine); - reads standard input")
@@ -42,7 +45,8 @@ class LogsCommand(Command):
                             help="the nginx log_format string of the access logs, e.g. "
                                  "'$remote_addr [$time_local] \"$request\" $status $request_time $upstream_addr'")
         parser.add_argument("--envoy-log-format", metavar="STR",
-                            help="the Envoy access-log format string, when neither Envoy's default nor Istio's")
+                            help="the Envoy access-log format string, for layouts other than Envoy's and Istio's "
+                                 "(e.g. key=value with %%START_TIME(%%d/%%m/%%YT%%H:%%M:%%S%%z)%%)")
         parser.add_argument("--engine", choices=("auto", "polars", "python"), default="auto",
                             help="access-log engine: polars for files over 8 MB when installed (default), or force one")
         parser.add_argument("--min-requests", type=int, default=20, metavar="N",
@@ -51,13 +55,14 @@ class LogsCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         """Analyse the files, store and print the result."""
-        from infradoctor.logs.formats import FormatError
+        from infradoctor.logs.analyze import STDIN, LogsOptions, run
+        from infradoctor.logs.formats.layout import FormatError
         from infradoctor.logs.incidents import LogsRuleOptions
-        from infradoctor.logs.run import STDIN, LogsOptions, analyze_logs
+        from infradoctor.logs.metrics import LogsMetrics
 
         if args.min_requests < 1:
             raise UsageError("--min-requests must be at least 1")
-        options = LogsOptions(format=args.format, nginx_log_format=args.nginx_log_format,
+        options = LogsOptions(files=tuple(args.files), format=args.format, nginx_log_format=args.nginx_log_format,
                               envoy_log_format=args.envoy_log_format, engine=args.engine,
                               rules=LogsRuleOptions(min_requests=args.min_requests))
         stdin = None
@@ -69,13 +74,13 @@ class LogsCommand(Command):
                                  "e.g. kubectl logs POD | infradoctor logs -")
             stdin = sys.stdin.buffer
         try:
-            result = analyze_logs(args.files, options, stdin=stdin)
+            result = run(options, stdin=stdin)
         except FormatError as exc:
             raise UsageError(str(exc)) from None
         code = finish(args, result)
-        if not any(f.get("parsed") for f in result.metrics.get("files", [])):
-            unmeasured = ", ".join(f"{f['file']} ({f.get('error') or 'no line parsed'})"
-                                   for f in result.metrics.get("files", []))
+        files = LogsMetrics.from_dict(result.metrics).files
+        if not any(f.parsed for f in files):
+            unmeasured = ", ".join(f"{f.file} ({f.error or 'no line parsed'})" for f in files)
             print(f"infradoctor logs: error: no file yielded a parsed line: {unmeasured}", file=sys.stderr)
             return max(code, EXIT_TARGET)
         return code

@@ -1,29 +1,38 @@
 """``infradoctor logs``: failure signatures, incidents and router-vs-upstream time from router, app and kernel logs.
 
-Layout: ``source`` reads files safely; ``formats/`` has one parser per format behind :class:`LogFormat` (access
-logs compiled from nginx ``log_format`` / Envoy format strings, with a polars engine for large files); every parser
+Library entry: ``infradoctor.logs.run(LogsOptions(files=(...)))`` returns the :class:`~infradoctor.result.Result`
+(nothing printed or stored); its ``metrics`` are :class:`~infradoctor.logs.metrics.LogsMetrics` (every field
+documented there and in the shipped schema's ``logsMetrics``).
+
+Layout: ``source`` reads files safely (bounded lines, compression by magic bytes); ``envelope`` strips the prefixes
+and wrappers collectors add (kubectl, stern, compose, syslog, journald, CRI, docker json-file...); ``formats/`` has
+one parser per format behind :class:`~infradoctor.logs.formats.LogFormat` and the router that hands each line to the
+format that reads it (access logs compiled from nginx ``log_format`` / Envoy format strings, with a polars engine for
+large files; Envoy/Istio text by shape; HAProxy; nginx error; JSON and key=value; kernel; free text); every parser
 fills the bounded accumulator :class:`~infradoctor.logs.stats.LogStats`; ``evidence`` reduces it to
-:class:`~infradoctor.logs.evidence.LogsEvidence`; ``rules/`` turn evidence into findings; ``run`` builds the result;
-``present`` renders its sections.
-
-``metrics`` of a logs result:
-
-- ``headline``: ``lines``, ``requests``, ``error_rate`` (5xx share), ``request_p50_ms``, ``request_p99_ms``,
-  ``upstream_p99_ms``, ``router_overhead_p99_ms``, ``incidents``, ``failing_lines``, ``skipped_lines``,
-  ``parse_mb_per_s``.
-- ``incidents``: ``[{kind, code, subject, start, end, duration_s, count, file, examples}]``, largest first; ``kind``
-  is a signature id (``upstream_timeout``...), ``subject`` the upstream, GPU or source; examples are redacted and
-  control characters escaped. ``incidents_dropped`` counts those beyond the limit.
-- ``kinds``: ``{kind: {code, count, meaning, fix}}``.
-- ``upstreams``: ``[{upstream, requests, errors, error_rate, p50_ms, p99_ms}]`` (per attempt; retries count).
-- ``router_split``: request, upstream and router (request minus upstream) p50/p99 ms, and the request count.
-- ``timeline``: ``{bucket_s, points: [{t, total, status: {2xx: n, ...}, kinds: {kind: n}}]}``.
-- ``attempts``: ``{attempts per request: requests}``; ``queue``: HAProxy Tw per minute; ``xid``: per code and
-  device with meaning, action and advice (the table in ``infradoctor.xid``, shared with ``node``);
-  ``exceptions``: Python exception type -> tracebacks.
-- ``files``: ``[{file, format, engine, lines, parsed, bytes, skipped: {reason: n}, seconds, error}]``;
-  ``skipped`` and ``notes``: lines by reason over all files.
-- ``parse``: ``bytes``, ``seconds``, ``cpu_seconds``, ``mb_per_s``, ``mb_per_cpu_s``, ``engines``, ``formats``.
-- ``distributions``: ``upstream_latency_ms`` and ``request_latency_ms``, at most 5000 values each, evenly spaced
-  ranks of the millisecond histograms (deterministic).
+:class:`~infradoctor.logs.evidence.LogsEvidence`; the rules (in the rule module of each code, and ``logs/rules`` for
+the codes only logs emits) turn evidence into findings; ``analyze`` builds the result.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from infradoctor._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from infradoctor.logs.analyze import LogsOptions, analyze_logs, run
+    from infradoctor.logs.evidence import LogsEvidence
+    from infradoctor.logs.incidents import LogsRuleOptions
+    from infradoctor.logs.metrics import LogsMetrics
+
+__getattr__ = lazy_exports(__name__, {
+    "LogsOptions": "analyze",
+    "analyze_logs": "analyze",
+    "run": "analyze",
+    "LogsEvidence": "evidence",
+    "LogsRuleOptions": "incidents",
+    "LogsMetrics": "metrics",
+})
+
+__all__ = ["LogsEvidence", "LogsMetrics", "LogsOptions", "LogsRuleOptions", "analyze_logs", "run"]

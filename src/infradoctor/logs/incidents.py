@@ -32,7 +32,9 @@ def incident_summary(incidents: Sequence[Incident]) -> dict[str, object]:
     ends = [i.end_s for i in incidents if i.end_s is not None]
     return {
         "count": sum(i.count for i in incidents),
+        "failures": sum(i.failures for i in incidents),
         "incidents": len(incidents),
+        "files": sorted({s for i in incidents for s in i.sources}),
         "subjects": dict(sorted(subjects.items(), key=lambda kv: (-kv[1], kv[0]))[:10]),
         "first": iso(min(starts)) if starts else None,
         "last": iso(max(ends)) if ends else None,
@@ -55,14 +57,21 @@ def signature_findings(
     assert isinstance(subjects, dict)
     top = ", ".join(list(subjects)[:3])
     count = int(str(summary["count"]))
+    failures = int(str(summary["failures"]))
     windows = len(incidents)
-    title = (f"{what}: {count} failing line{'s' if count != 1 else ''} in {windows} window{'s' if windows != 1 else ''}"
+    title = (f"{what}: {plural(failures, 'failure')} in {plural(windows, 'window')}"
+             + (f" ({count} log lines)" if count != failures else "")
              + (f" at {top}" if top and top != "-" else ""))
     fixes = " ".join(dict.fromkeys(BY_ID[s].fix for s in signatures if s in BY_ID))
     evidence_dict = {"kinds": {s: evidence.signature_counts.get(s, 0) for s in signatures
                                     if evidence.signature_counts.get(s)}, **summary}
     return [rule.finding(title, evidence_dict, severity=severity, fix=fixes or None,
-                         impact=_share(evidence, count), location=largest_file(incidents))]
+                         impact=_share(evidence, failures), location=largest_file(incidents))]
+
+
+def plural(count: int, word: str) -> str:
+    """``1 failure``, ``3 failures``."""
+    return f"{count} {word}{'' if count == 1 else 's'}"
 
 
 def largest_file(incidents: Sequence[Incident]) -> Location | None:

@@ -1,8 +1,10 @@
 """Reading log files safely: gzip by magic bytes, bounded line length, binary and non-UTF-8 lines counted.
 
 Log text is untrusted. Lines are read in chunks of :data:`CHUNK_BYTES`; a line longer than :data:`MAX_LINE_BYTES`
-is skipped (and counted) without ever being held whole in memory; lines with NUL bytes are skipped as binary; bytes
-that are not UTF-8 are replaced (and counted) so the line can still be parsed.
+is cut there without ever being held whole in memory: it is counted as skipped (``line_too_long``, it cannot be
+parsed as a record) and its first :data:`MAX_LINE_BYTES` are still searched for failure signatures (a
+:class:`CutLine`); lines with NUL bytes are skipped as binary; bytes that are not UTF-8 are replaced (and counted)
+so the line can still be parsed.
 """
 
 from __future__ import annotations
@@ -33,6 +35,12 @@ SKIP_TOO_LONG = "line_too_long"
 SKIP_MISMATCH = "format_mismatch"
 NOTE_INVALID_UTF8 = "invalid_utf8"
 NOTE_TRUNCATED = "truncated_last_line"
+
+
+class CutLine(str):
+    """The first :data:`MAX_LINE_BYTES` of a longer line (searched as text, never parsed as a record)."""
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True)
@@ -131,8 +139,8 @@ def iter_lines(source: LogSource, stats: LogStats) -> Iterator[str]:
     """Every usable line of the file, decoded, without its newline; the rest is counted in ``stats``.
 
     Counts ``lines`` and ``bytes`` for every line seen; skips (and counts by reason) binary lines and lines over
-    :data:`MAX_LINE_BYTES`; notes non-UTF-8 lines (parsed with replacement characters) and a last line without a
-    newline.
+    :data:`MAX_LINE_BYTES` (whose head comes as a :class:`CutLine`); notes non-UTF-8 lines (parsed with replacement
+    characters) and a last line without a newline.
     """
     try:
         fh = open_binary(source)
@@ -165,6 +173,8 @@ def iter_lines(source: LogSource, stats: LogStats) -> Iterator[str]:
                 if not discarding:
                     stats.lines += 1
                     stats.skip(SKIP_TOO_LONG)
+                    if b"\x00" not in carry[:MAX_LINE_BYTES]:
+                        yield CutLine(carry[:MAX_LINE_BYTES].decode("utf-8", errors="replace"))
                 discarding = True
                 carry = b""
         if carry and not discarding:
@@ -178,7 +188,9 @@ def _decode(raw: bytes, stats: LogStats) -> str | None:
     stats.lines += 1
     if len(raw) > MAX_LINE_BYTES:
         stats.skip(SKIP_TOO_LONG)
-        return None
+        if b"\x00" in raw[:MAX_LINE_BYTES]:
+            return None
+        return CutLine(raw[:MAX_LINE_BYTES].decode("utf-8", errors="replace"))
     if b"\x00" in raw:
         stats.skip(SKIP_BINARY)
         return None

@@ -1,4 +1,7 @@
-"""GPU events from the kernel log: ``NVRM: Xid`` lines (parsed and looked up with :mod:`infradoctor.xid`).
+"""GPU events from the kernel log: ``NVRM: Xid`` lines, read with :class:`infradoctor.xid.KernelLineReader`.
+
+The reader is the one ``infradoctor logs`` uses, so a line gives the same event in both: Xid lines wherever they sit
+in the line (bare, behind any prefix), and "GPU has fallen off the bus" without an Xid (as Xid 79).
 
 Sources, first readable wins: ``dmesg``, ``journalctl -k`` (this boot), ``/var/log/kern.log``; or a file the user
 names. Unreadable sources are "not available" with the reason, never an exception. Reading is bounded (the last
@@ -11,14 +14,13 @@ off the bus.``
 from __future__ import annotations
 
 import os
-import re
 from collections import deque
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from infradoctor.node.evidence import KernelLogEvidence
 from infradoctor.procs import run_capture
-from infradoctor.xid import XID_CATALOG, XidEvent, XidInfo, parse_xid_line, xid_info
+from infradoctor.xid import XID_CATALOG, KernelLineReader, XidEvent, XidInfo, normalise_pci, parse_xid_line, xid_info
 
 __all__ = [
     "XID_CATALOG", "XidEvent", "XidInfo", "normalise_pci", "parse_xid_line", "read_kernel_log", "scan_lines",
@@ -38,12 +40,11 @@ KERN_LOG_PATHS = ("/var/log/kern.log", "/var/log/messages")
 def scan_lines(lines: Iterable[str], *, source: str, tried: Sequence[str] = ()) -> KernelLogEvidence:
     """Xid events from log lines (bounded: the newest :data:`MAX_EVENTS` are kept)."""
     events: deque[XidEvent] = deque(maxlen=MAX_EVENTS)
+    reader = KernelLineReader()
     total = 0
     count = 0
     for count, line in enumerate(lines, start=1):
-        if "Xid" not in line:
-            continue
-        event = parse_xid_line(line, count)
+        event = reader.feed(line, count)
         if event is not None:
             events.append(event)
             total += 1
@@ -95,14 +96,3 @@ def read_kernel_log(path: str | Path | None = None) -> KernelLogEvidence:
         except (OSError, UnicodeError) as exc:
             tried.append(f"{candidate}: {getattr(exc, 'strerror', None) or exc}")
     return KernelLogEvidence(source=None, lines_read=0, xid_events=(), tried=tuple(tried))
-
-
-def normalise_pci(address: str | None) -> str | None:
-    """``00000000:3B:00.0`` and ``0000:3b:00`` both become ``0000:3b:00`` (domain:bus:device)."""
-    if not address:
-        return None
-    match = re.search(r"(?:([0-9A-Fa-f]+):)?([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})", address)
-    if match is None:
-        return address.lower()
-    domain = (match.group(1) or "0")[-4:].rjust(4, "0")
-    return f"{domain}:{match.group(2)}:{match.group(3)}".lower()

@@ -1,75 +1,38 @@
-"""Log formats behind one interface (:class:`LogFormat`), and per-file sniffing for ``--format auto``."""
+"""Log formats behind one interface (:class:`LogFormat`), per-file sniffing, and the line router that feeds them.
+
+Names are exported lazily (the envelope reader imports the timestamp parsers of this package; importing the router
+here would make that a cycle).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from infradoctor.logs.formats.access import AccessFormat
-from infradoctor.logs.formats.base import LogFormat, ParseOptions
-from infradoctor.logs.formats.haproxy import HaproxyFormat
-from infradoctor.logs.formats.jsonl import JsonLinesFormat
-from infradoctor.logs.formats.kernel import KernelFormat
-from infradoctor.logs.formats.layout import (
-    ENVOY_PRESETS,
-    NGINX_COMBINED,
-    NGINX_PRESETS,
-    FormatError,
-    compile_envoy,
-    compile_nginx,
-    derive_nginx_format,
-)
-from infradoctor.logs.formats.nginx_error import NginxErrorFormat
-from infradoctor.logs.formats.text import TextFormat
+from infradoctor._lazy import lazy_exports
 
-FORMAT_NAMES = ("auto", "nginx", "nginx-error", "envoy", "haproxy", "jsonl", "kernel", "text")
-"""Values of ``--format``."""
-SNIFF_THRESHOLD = 0.5
-"""A format must recognise at least this share of a file's first lines to be chosen; else the file is ``text``."""
+if TYPE_CHECKING:
+    from infradoctor.logs.formats.base import LineContext, LogFormat, ParseOptions
+    from infradoctor.logs.formats.layout import FormatError
+    from infradoctor.logs.formats.router import (
+        FORMAT_NAMES,
+        SNIFF_THRESHOLD,
+        FileChoice,
+        FileReport,
+        candidates,
+        choose,
+        parse_source,
+        read_lines,
+    )
 
-__all__ = ["FORMAT_NAMES", "FormatError", "LogFormat", "ParseOptions", "choose_format", "candidates"]
+__getattr__ = lazy_exports(__name__, {
+    "LineContext": "base", "LogFormat": "base", "ParseOptions": "base", "FormatError": "layout",
+    "FORMAT_NAMES": "router", "SNIFF_THRESHOLD": "router", "FileChoice": "router", "FileReport": "router",
+    "candidates": "router", "choose": "router", "parse_source": "router", "read_lines": "router",
+})
 
-
-def envoy_formats(envoy_log_format: str | None = None) -> list[LogFormat]:
-    """The user's Envoy format (when given) and the presets."""
-    formats: list[LogFormat] = []
-    if envoy_log_format:
-        formats.append(AccessFormat("envoy", compile_envoy(envoy_log_format)))
-    formats += [AccessFormat("envoy", compile_envoy(fmt)) for fmt in ENVOY_PRESETS.values()]
-    return formats
-
-
-def candidates(
-    nginx_log_format: str | None = None, year: int = 1970, envoy_log_format: str | None = None
-) -> list[LogFormat]:
-    """Every format ``auto`` considers, most specific first (ties go to the earlier one).
-
-    Raises:
-        FormatError: ``nginx_log_format`` or ``envoy_log_format`` does not compile.
-    """
-    formats: list[LogFormat] = []
-    if nginx_log_format:
-        formats.append(AccessFormat("nginx", compile_nginx(nginx_log_format)))
-    formats += [AccessFormat("nginx", compile_nginx(fmt)) for fmt in NGINX_PRESETS.values()]
-    formats += envoy_formats(envoy_log_format)
-    formats += [
-        HaproxyFormat(),
-        NginxErrorFormat(year),
-        JsonLinesFormat(year),
-        KernelFormat(year),
-    ]
-    return formats
-
-
-def _derived_nginx(sample: Sequence[str]) -> AccessFormat | None:
-    """An nginx format derived from the first sample line that starts like ``combined`` (custom fields after it)."""
-    for line in sample[:5]:
-        derived = derive_nginx_format(line)
-        if derived is not None:
-            try:
-                return AccessFormat("nginx", compile_nginx(derived))
-            except FormatError:
-                return None
-    return None
+__all__ = ["FORMAT_NAMES", "SNIFF_THRESHOLD", "FileChoice", "FileReport", "FormatError", "LineContext", "LogFormat",
+           "ParseOptions", "candidates", "choose", "choose_format", "parse_source", "read_lines"]
 
 
 def choose_format(
@@ -80,54 +43,14 @@ def choose_format(
     envoy_log_format: str | None = None,
     year: int = 1970,
 ) -> tuple[LogFormat, float]:
-    """The format to parse a file with, and the share of its sample lines that format recognised.
+    """The primary format of a file whose first lines are ``sample``, and the share of them it reads.
 
-    ``name`` is a ``--format`` value; with ``auto`` every candidate sniffs the sample and the best wins (``text``
-    when none reaches :data:`SNIFF_THRESHOLD`). ``nginx`` uses ``nginx_log_format`` when given, else the preset
-    that fits the sample best (``combined`` when none does); ``envoy`` likewise with ``envoy_log_format``.
+    See :func:`~infradoctor.logs.formats.router.choose` (which also gives the fallbacks and envelopes).
 
     Raises:
         FormatError: a given log format does not compile, or ``name`` is unknown.
     """
-    if name == "text":
-        return TextFormat(year), 1.0
-    pool: list[LogFormat]
-    if name == "auto":
-        pool = candidates(nginx_log_format, year, envoy_log_format)
-    elif name == "nginx":
-        if nginx_log_format:
-            given = AccessFormat("nginx", compile_nginx(nginx_log_format))
-            return given, given.sniff(sample)
-        pool = [AccessFormat("nginx", compile_nginx(fmt)) for fmt in NGINX_PRESETS.values()]
-    elif name == "envoy":
-        pool = [*envoy_formats(envoy_log_format), JsonLinesFormat(year)]
-    elif name == "haproxy":
-        pool = [HaproxyFormat()]
-    elif name == "nginx-error":
-        pool = [NginxErrorFormat(year)]
-    elif name == "jsonl":
-        pool = [JsonLinesFormat(year)]
-    elif name == "kernel":
-        pool = [KernelFormat(year)]
-    else:
-        raise FormatError(f"unknown format {name!r}; expected one of {', '.join(FORMAT_NAMES)}")
-    best: LogFormat | None = None
-    best_score = -1.0
-    for fmt in pool:
-        score = fmt.sniff(sample)
-        if score > best_score:
-            best, best_score = fmt, score
-        if score == 1.0:
-            break
-    assert best is not None
-    if name in ("auto", "nginx") and best_score < SNIFF_THRESHOLD:
-        derived = _derived_nginx(sample)
-        if derived is not None:
-            score = derived.sniff(sample)
-            if score >= SNIFF_THRESHOLD:
-                return derived, score
-    if name == "auto" and best_score < SNIFF_THRESHOLD:
-        return TextFormat(year), 1.0
-    if name == "nginx" and best_score <= 0:
-        return AccessFormat("nginx", compile_nginx(NGINX_COMBINED)), 0.0
-    return best, best_score
+    from infradoctor.logs.formats.router import choose
+
+    choice = choose(name, sample, nginx_log_format=nginx_log_format, envoy_log_format=envoy_log_format, year=year)
+    return choice.primary, choice.share

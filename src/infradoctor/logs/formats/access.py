@@ -2,7 +2,8 @@
 
 Both engines count identical tuples of raw field strings (the Python engine with one regular expression per line,
 polars per column) and hand each distinct tuple, with its count, to one :class:`RequestDecoder`. So both give the
-same statistics by construction; only the line splitting differs. JSON access logs use the decoder line by line.
+same statistics by construction; only the line splitting differs. JSON and tolerant Envoy text lines use the decoder
+line by line.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 
-from infradoctor.logs.formats.base import LineFormat, LineHandler, ParseOptions
+from infradoctor.bounded import read_int
+from infradoctor.logs.formats.base import LineContext, LineHandler, LogFormat, ParseOptions
 from infradoctor.logs.formats.layout import (
     MULTI_SPLIT,
     ROLE_ATTEMPTS,
@@ -28,26 +30,40 @@ from infradoctor.logs.formats.layout import (
     AccessLayout,
     parse_time,
 )
-from infradoctor.logs.signatures import envoy_signature, nginx_signature
+from infradoctor.logs.signatures import (
+    ENVOY_LOCAL_REPLY_FLAGS,
+    envoy_flags,
+    envoy_signatures,
+    is_group_name,
+    nginx_signature,
+)
 from infradoctor.logs.source import LogSource
-from infradoctor.logs.stats import NO_TIME, UNKNOWN, LogStats, status_class, to_ms
+from infradoctor.logs.stats import NO_TIME, REQUEST, UNKNOWN, LogStats, status_class, to_ms
 
-NGINX_FAILING_STATUSES = ("499", "502", "503", "504")
+NGINX_FAILING_STATUSES = ("429", "499", "502", "503", "504")
+"""nginx statuses that can carry a signature (see :func:`nginx_signature`); others never do."""
 ALL_ROLES = (ROLE_TIME, ROLE_STATUS, ROLE_REQUEST_TIME, ROLE_UPSTREAM, ROLE_UPSTREAM_STATUS, ROLE_UPSTREAM_TIME,
              ROLE_FLAGS, ROLE_ATTEMPTS)
 """The roles in the order the raw tuples use."""
 SIGNATURE_CACHE = 100_000
 """Distinct (status, upstream, flags) signatures remembered by a decoder (the cache is cleared beyond)."""
-"""nginx statuses that can carry a signature (see :func:`nginx_signature`); others never do."""
+
+TimeKey = str | int | None
+"""A request's time as grouped: the raw time field (cut to the second or minute), or an epoch second from the
+line's envelope when the format has no time field."""
 
 
 @lru_cache(maxsize=65536)
 def to_int(text: str | None) -> int | None:
-    """An integer field, None for ``-`` or junk."""
+    """An integer field (status, attempts), None for ``-`` or junk (read with :func:`infradoctor.bounded.read_int`)."""
     if text is None:
         return None
-    text = text.strip()
-    return int(text) if text.isdigit() and len(text) < 10 else None
+    return read_int(text, low=0, high=99_999)
+
+
+def _multi(value: str) -> bool:
+    """True for an nginx multi-value field (several upstream tries)."""
+    return ", " in value or " : " in value
 
 
 class RequestDecoder:
@@ -61,10 +77,10 @@ class RequestDecoder:
         self.has_ustatus = ROLE_UPSTREAM_STATUS in roles
         self.has_utime = ROLE_UPSTREAM_TIME in roles
         self.has_attempts = ROLE_ATTEMPTS in roles
-        self._signatures: dict[tuple[int | None, str | None, str | None], tuple[str | None, str]] = {}
+        self._signatures: dict[tuple[int | None, str | None, str | None], tuple[tuple[str, ...], str]] = {}
 
-    def signature(self, status: int | None, addr: str | None, flags: str | None) -> tuple[str | None, str]:
-        """(signature or None, subject): the subject is the last upstream tried, ``-`` when none."""
+    def signatures(self, status: int | None, addr: str | None, flags: str | None) -> tuple[tuple[str, ...], str]:
+        """(signatures, subject): the subject is the last upstream tried, ``-`` when none."""
         key = (status, addr, flags)
         found = self._signatures.get(key)
         if found is None:
@@ -73,13 +89,47 @@ class RequestDecoder:
             found = self._signatures[key] = self._signature(status, addr, flags)
         return found
 
-    def _signature(self, status: int | None, addr: str | None, flags: str | None) -> tuple[str | None, str]:
+    def _signature(self, status: int | None, addr: str | None, flags: str | None) -> tuple[tuple[str, ...], str]:
         subject = "-"
         if addr and addr != "-":
             subject = addr if self.is_envoy else MULTI_SPLIT.split(addr)[-1]
         if self.is_envoy:
-            return envoy_signature(flags or "-", status), subject
-        return nginx_signature(status, subject), subject
+            return envoy_signatures(flags or "-", status), subject
+        found = nginx_signature(status, subject, self.has_upstream)
+        return ((found,) if found else ()), subject
+
+    def served(self, addr: str | None, flags: str | None, utime_raw: str | None = None) -> bool:
+        """True when an upstream answered the request (its duration is not a reply the router made itself)."""
+        if self.is_envoy:
+            if addr is None or addr == "-":
+                return False
+            return not any(f in ENVOY_LOCAL_REPLY_FLAGS for f in envoy_flags(flags))
+        if self.has_upstream:
+            return addr is not None and addr != "-" and not all(is_group_name(a) for a in MULTI_SPLIT.split(addr))
+        return utime_raw is not None and to_ms(MULTI_SPLIT.split(utime_raw)[-1], self.layout.upstream_scale) != UNKNOWN
+
+    def overhead_ms(
+        self, request_raw: str | None, addr: str | None, ustatus_raw: str | None, utime_raw: str | None
+    ) -> int | None:
+        """Router time: request ms minus upstream ms (at least 0), or None.
+
+        Only for a request with exactly one upstream attempt and both times known (a format with upstream time but
+        no address counts one attempt when the time is a single value); the polars engine computes the same in an
+        expression.
+        """
+        if request_raw is None or utime_raw is None:
+            return None
+        if self.has_upstream and (addr is None or addr == "-"):
+            return None
+        multi = (addr is not None and _multi(addr)) or _multi(utime_raw) or (
+            ustatus_raw is not None and _multi(ustatus_raw))
+        if not self.is_envoy and multi:
+            return None
+        request_ms = to_ms(request_raw, self.layout.request_scale)
+        upstream_ms = to_ms(utime_raw, self.layout.upstream_scale)
+        if request_ms == UNKNOWN or upstream_ms == UNKNOWN:
+            return None
+        return max(0, request_ms - upstream_ms)
 
     def add_counts(
         self,
@@ -90,40 +140,23 @@ class RequestDecoder:
         ustatus_raw: str | None,
         utime_raw: str | None,
         attempts_raw: str | None,
+        flags: str | None,
         count: int,
     ) -> None:
         """Request, upstream and router-time histograms for ``count`` requests with these raw fields."""
-        self.add_request_time(stats, status_raw, request_raw, count)
+        self.add_request_time(stats, status_raw, request_raw, self.served(addr, flags, utime_raw), count)
         self.add_upstreams(stats, status_raw, addr, ustatus_raw, utime_raw, attempts_raw, count)
         overhead = self.overhead_ms(request_raw, addr, ustatus_raw, utime_raw)
         if overhead is not None:
             stats.overhead_hist[overhead] += count
 
-    def overhead_ms(
-        self, request_raw: str | None, addr: str | None, ustatus_raw: str | None, utime_raw: str | None
-    ) -> int | None:
-        """Router time: request ms minus upstream ms (at least 0), or None.
-
-        Only for a request with exactly one upstream attempt and both times known; the polars engine computes the
-        same in an expression.
-        """
-        if request_raw is None or addr is None or addr == "-" or utime_raw is None:
-            return None
-        multi = _multi(addr) or _multi(utime_raw) or (ustatus_raw is not None and _multi(ustatus_raw))
-        if not self.is_envoy and multi:
-            return None
-        request_ms = to_ms(request_raw, self.layout.request_scale)
-        upstream_ms = to_ms(utime_raw, self.layout.upstream_scale)
-        if request_ms == UNKNOWN or upstream_ms == UNKNOWN:
-            return None
-        return max(0, request_ms - upstream_ms)
-
-    def add_request_time(self, stats: LogStats, status_raw: str | None, request_raw: str | None, count: int) -> int:
+    def add_request_time(self, stats: LogStats, status_raw: str | None, request_raw: str | None, served: bool,
+                         count: int) -> int:
         """Request histogram; returns the request ms."""
         status = to_int(status_raw)
         request_ms = to_ms(request_raw, self.layout.request_scale) if request_raw is not None else UNKNOWN
         stats.requests += count
-        stats.request_hist[(UNKNOWN if status is None else status, request_ms)] += count
+        stats.request_hist[(UNKNOWN if status is None else status, request_ms, served)] += count
         return request_ms
 
     def add_upstreams(
@@ -144,14 +177,18 @@ class RequestDecoder:
         if self.is_envoy:
             upstream_ms = to_ms(utime_raw, self.layout.upstream_scale) if utime_raw is not None else UNKNOWN
             if addr is not None and addr != "-":
-                upstreams = [(addr, UNKNOWN if status is None else status, upstream_ms)]
+                upstreams = [(stats.subject(addr), UNKNOWN if status is None else status, upstream_ms)]
             if self.has_attempts:
                 attempts = to_int(attempts_raw)
         elif self.has_upstream and addr is not None and addr != "-":
-            upstreams = self._nginx_attempts(status, addr, ustatus_raw, utime_raw)
-            attempts = len(upstreams) or None
+            upstreams = self._nginx_attempts(stats, status, addr, ustatus_raw, utime_raw)
+            attempts = len(upstreams)
         elif self.has_upstream:
             attempts = 0
+        elif self.has_utime and utime_raw is not None and not _multi(utime_raw):
+            ms = to_ms(utime_raw, self.layout.upstream_scale)
+            if ms != UNKNOWN:  # the format logs the upstream's time but not its address
+                upstreams = [("-", UNKNOWN if status is None else status, ms)]
         for attempt in upstreams:
             stats.attempt_hist[attempt] += count
         if attempts is not None:
@@ -159,9 +196,20 @@ class RequestDecoder:
         return upstreams, upstream_ms
 
     def _nginx_attempts(
-        self, status: int | None, addr: str, ustatus_raw: str | None, utime_raw: str | None
+        self, stats: LogStats, status: int | None, addr: str, ustatus_raw: str | None, utime_raw: str | None
     ) -> list[tuple[str, int, int]]:
-        """(address, status, ms) per upstream try from nginx's multi-value fields; [] when they do not line up."""
+        """(address, status, ms) per upstream try from nginx's multi-value fields; [] when they do not line up.
+
+        An upstream group's name (nginx found no live server in it) is not a try.
+        """
+        if not (_multi(addr) or (ustatus_raw is not None and _multi(ustatus_raw))
+                or (utime_raw is not None and _multi(utime_raw))):  # one try: most requests
+            if is_group_name(addr):
+                return []
+            ustatus = to_int(ustatus_raw) if self.has_ustatus and ustatus_raw is not None else status
+            utime = to_ms(utime_raw, self.layout.upstream_scale) if self.has_utime and utime_raw is not None \
+                else UNKNOWN
+            return [(stats.subject(addr), UNKNOWN if ustatus is None else ustatus, utime)]
         addrs = MULTI_SPLIT.split(addr)
         if self.has_ustatus and ustatus_raw is not None:
             statuses = [UNKNOWN if (v := to_int(s)) is None else v for s in MULTI_SPLIT.split(ustatus_raw)]
@@ -173,7 +221,8 @@ class RequestDecoder:
             times = [UNKNOWN] * len(addrs)
         if not len(addrs) == len(statuses) == len(times):
             return []
-        return list(zip(addrs, statuses, times, strict=True))
+        return [(stats.subject(a), s, t) for a, s, t in zip(addrs, statuses, times, strict=True)
+                if not is_group_name(a)]
 
     def second_key(self, time_raw: str | None) -> str | None:
         """The time field cut to the second (UTC ISO times lose their fraction), as the polars engine cuts it."""
@@ -191,59 +240,74 @@ class RequestDecoder:
         if kind == TIME_ISO:
             return time_raw[:17] + "00" + ("Z" if time_raw.endswith("Z") else time_raw[19:])
         if kind == TIME_EPOCH:
-            try:
-                return str(int(float(time_raw) // 60 * 60))
-            except (ValueError, OverflowError):
-                return None
+            second = parse_time(TIME_EPOCH, time_raw)
+            return None if second == NO_TIME else str(second // 60 * 60)
         return time_raw
 
-    def second(self, time_raw: str | None) -> int:
-        """Epoch second of the time field, NO_TIME when absent or unparsable."""
+    def second(self, time_key: TimeKey) -> int:
+        """Epoch second of a time key: the raw time field parsed, or the envelope's second; NO_TIME when none."""
+        if time_key is None:
+            return NO_TIME
+        if isinstance(time_key, int):
+            return time_key
         kind = self.layout.time_kind
-        return parse_time(kind, time_raw) if kind and time_raw is not None else NO_TIME
+        return parse_time(kind, time_key) if kind else NO_TIME
 
     def add_outcome(
         self,
         stats: LogStats,
-        time_raw: str | None,
+        time_key: TimeKey,
         status_raw: str | None,
         addr: str | None,
         flags: str | None,
         count: int,
     ) -> None:
-        """Timeline counts by status class and kind; for failures also the event."""
+        """Timeline counts by status class and kind, Envoy flags; for failures also the events."""
         status = to_int(status_raw)
-        signature, subject = self.signature(status, addr, flags)
-        second = self.second(time_raw)
-        stats.add_timeline(second, status_class(status), signature, count)
-        if signature is not None:
-            stats.count_event(signature, subject, second, count)
+        signatures, subject = self.signatures(status, addr, flags)
+        second = self.second(time_key)
+        stats.add_timeline(second, status_class(status), signatures, count)
+        if self.is_envoy:
+            for flag in envoy_flags(flags):
+                stats.envoy_flags[flag] += count
+        subject = stats.subject(subject)
+        for signature in signatures:
+            stats.count_event(signature, subject, second, count, REQUEST)
 
     def add_durations(
         self, stats: LogStats, status_raw: str | None, addr: str | None, flags: str | None, request_raw: str | None,
         count: int,
     ) -> None:
         """Request durations of failing requests, per kind (for timeout inference)."""
-        signature, _ = self.signature(to_int(status_raw), addr, flags)
+        signatures, _ = self.signatures(to_int(status_raw), addr, flags)
         request_ms = to_ms(request_raw, self.layout.request_scale) if request_raw is not None else UNKNOWN
-        if signature is not None and request_ms != UNKNOWN:
-            stats.sig_durations[(signature, request_ms)] += count
+        if request_ms != UNKNOWN:
+            for signature in signatures:
+                stats.sig_durations[(signature, request_ms)] += count
 
     def add_example(
         self, stats: LogStats, status_raw: str | None, addr: str | None, flags: str | None, line: str
     ) -> None:
         """Keep a failing line as an example."""
-        signature, subject = self.signature(to_int(status_raw), addr, flags)
-        if signature is not None:
+        signatures, subject = self.signatures(to_int(status_raw), addr, flags)
+        subject = stats.subject(subject)
+        for signature in signatures:
             stats.add_example(signature, subject, line)
 
-    def add_line(self, stats: LogStats, get: Callable[[str], str | None], line: str) -> None:
-        """Everything one line contributes, from a getter of its raw role strings."""
+    def add_line(self, stats: LogStats, get: Callable[[str], str | None], line: str,
+                 fallback_second: int = NO_TIME) -> None:
+        """Everything one line contributes, from a getter of its raw role strings.
+
+        ``fallback_second`` (the envelope's time) is used when the line has no time field.
+        """
         time_raw, status_raw, addr, flags = get(ROLE_TIME), get(ROLE_STATUS), get(ROLE_UPSTREAM), get(ROLE_FLAGS)
         request_raw = get(ROLE_REQUEST_TIME)
         self.add_counts(stats, status_raw, request_raw, addr, get(ROLE_UPSTREAM_STATUS), get(ROLE_UPSTREAM_TIME),
-                        get(ROLE_ATTEMPTS), 1)
-        self.add_outcome(stats, time_raw, status_raw, addr, flags, 1)
+                        get(ROLE_ATTEMPTS), flags, 1)
+        time_key: TimeKey = time_raw
+        if time_raw is None or self.second(time_raw) == NO_TIME:
+            time_key = fallback_second if fallback_second != NO_TIME else None
+        self.add_outcome(stats, time_key, status_raw, addr, flags, 1)
         if self.may_fail(status_raw, flags):
             self.add_durations(stats, status_raw, addr, flags, request_raw, 1)
             self.add_example(stats, status_raw, addr, flags, line)
@@ -251,26 +315,24 @@ class RequestDecoder:
     def may_fail(self, status_raw: str | None, flags: str | None) -> bool:
         """Cheap superset test of "has a signature" (the polars engine filters with the same condition)."""
         if self.is_envoy:
-            return (flags is not None and flags != "-") or status_raw == "0"
+            return (flags is not None and flags != "-") or status_raw in ("0", "429")
         return status_raw in NGINX_FAILING_STATUSES
-
-
-def _multi(value: str) -> bool:
-    """True for an nginx multi-value field (several upstream tries)."""
-    return ", " in value or " : " in value
 
 
 class _RawGroups:
     """Counts of identical raw field tuples, decoded once per distinct tuple at the end of a file."""
 
     def __init__(self) -> None:
-        self.requests: Counter[tuple[str | None, str | None]] = Counter()
+        self.requests: Counter[tuple[str | None, str | None, bool]] = Counter()
         self.upstreams: Counter[tuple[str | None, ...]] = Counter()
-        self.outcomes: Counter[tuple[str | None, ...]] = Counter()
+        self.outcomes: Counter[tuple[TimeKey, str | None, str | None, str | None]] = Counter()
         self.durations: Counter[tuple[str | None, ...]] = Counter()
+        self.overheads: Counter[tuple[str, str | bool | None, str]] = Counter()
+        """(request time, the address (Envoy, none) or whether it is a multi-value (nginx), upstream time) ->
+        requests."""
 
 
-class AccessFormat(LineFormat):
+class AccessFormat(LogFormat):
     """An access log in a compiled layout."""
 
     def __init__(self, name: str, layout: AccessLayout) -> None:
@@ -278,52 +340,59 @@ class AccessFormat(LineFormat):
         self.layout = layout
         self._decoder = RequestDecoder(layout)
         self._groups = _RawGroups()
+        self.required = "".join(sorted({c for t in layout.tokens if isinstance(t, str) for c in t if c != " "}))
+        """Characters every line of the layout contains (its literals'): checked before the full expression."""
+        self.needs = '"' if '"' in self.required else ""
 
-    def parse(self, source: LogSource, stats: LogStats, options: ParseOptions) -> None:
-        """Parse with polars when chosen and able, else line by line in Python."""
-        stats.source = source.name
-        if use_polars(source, options):
-            from infradoctor.logs.formats.access_polars import parse_access_polars
-
-            if parse_access_polars(source, self.layout, stats):
-                stats.engines["polars"] += 1
-                return
-        if polars_wanted(source, options):
-            stats.fast_engine_missing = True
-        stats.engines["python"] += 1
-        super().parse(source, stats, options)
-
-    def handler(self, stats: LogStats, source_name: str) -> LineHandler:
+    def handler(self, stats: LogStats, context: LineContext) -> LineHandler:
         """A line handler that counts raw field tuples (decoded in :meth:`finish`, as the polars engine does)."""
         match = self.layout.line_regex().match
         decoder = self._decoder = RequestDecoder(self.layout)
         groups = self._groups = _RawGroups()
-        roles = [role for role in ALL_ROLES if role in self.layout.roles]
-        slot = {role: index for index, role in enumerate(roles)}
-        pick = [slot.get(role) for role in ALL_ROLES]
         requests, upstreams, outcomes, durations = groups.requests, groups.upstreams, groups.outcomes, groups.durations
-        overhead_hist = stats.overhead_hist
         second_key, minute_key = decoder.second_key, decoder.minute_key
+        has_time = ROLE_TIME in self.layout.roles
+        by_address = decoder.is_envoy or decoder.has_upstream
+        envoy = decoder.is_envoy
+        overheads = groups.overheads
+        served_cache: dict[tuple[str | None, str | None], bool] = {}
+        required = self.required
 
-        def handle(line: str) -> bool:
+        def handle(line: str, ctx: LineContext) -> bool:
+            for char in required:
+                if char not in line:
+                    return False
             found = match(line)
             if found is None:
                 return False
-            values = found.group(*roles) if len(roles) > 1 else (found.group(roles[0]),)
-            time_raw, status, request, addr, ustatus, utime, flags, attempts = (
-                None if index is None else values[index] for index in pick
-            )
-            requests[(status, request)] += 1
+            get = found.groupdict().get
+            time_raw, status, request = get(ROLE_TIME), get(ROLE_STATUS), get(ROLE_REQUEST_TIME)
+            addr = get(ROLE_UPSTREAM)
+            ustatus, utime, flags, attempts = (get(ROLE_UPSTREAM_STATUS), get(ROLE_UPSTREAM_TIME), get(ROLE_FLAGS),
+                                               get(ROLE_ATTEMPTS))
+            served_key = (addr, flags) if by_address else (utime, None)
+            served = served_cache.get(served_key)
+            if served is None:
+                if len(served_cache) > SIGNATURE_CACHE:
+                    served_cache.clear()
+                served = served_cache[served_key] = decoder.served(addr, flags, utime)
+            requests[(status, request, served)] += 1
             upstreams[(status, addr, ustatus, utime, attempts)] += 1
-            overhead = decoder.overhead_ms(request, addr, ustatus, utime)
-            if overhead is not None:
-                overhead_hist[overhead] += 1
-            if decoder.may_fail(status, flags):
-                outcomes[(second_key(time_raw), status, addr, flags)] += 1
-                durations[(status, addr, flags, request)] += 1
-                decoder.add_example(stats, status, addr, flags, line)
+            if request is not None and utime is not None:  # router time, decoded per distinct pair in finish()
+                overheads[(request, addr if addr is None or addr == "-" or envoy else _multi(addr) or (
+                    ustatus is not None and _multi(ustatus)), utime)] += 1
+            fails = decoder.may_fail(status, flags)
+            key: TimeKey
+            if has_time:
+                key = second_key(time_raw) if fails else minute_key(time_raw)
             else:
-                outcomes[(minute_key(time_raw), status, None, flags)] += 1
+                key = None if ctx.second == NO_TIME else (ctx.second if fails else ctx.second // 60 * 60)
+            if fails:
+                outcomes[(key, status, addr, flags)] += 1
+                durations[(status, addr, flags, request)] += 1
+                decoder.add_example(stats, status, addr, flags, ctx.raw or line)
+            else:
+                outcomes[(key, status, None, flags)] += 1
             return True
 
         return handle
@@ -331,14 +400,20 @@ class AccessFormat(LineFormat):
     def finish(self, stats: LogStats) -> None:
         """Decode the counted groups (once per distinct tuple)."""
         decoder, groups = self._decoder, self._groups
-        for (status, request), count in groups.requests.items():
-            decoder.add_request_time(stats, status, request, count)
+        for (status, request, served), count in groups.requests.items():
+            decoder.add_request_time(stats, status, request, served, count)
         for (status, addr, ustatus, utime, attempts), count in groups.upstreams.items():
             decoder.add_upstreams(stats, status, addr, ustatus, utime, attempts, count)
-        for (time_raw, status, addr, flags), count in groups.outcomes.items():
-            decoder.add_outcome(stats, time_raw, status, addr, flags, count)
+        for (time_key, status, addr, flags), count in groups.outcomes.items():
+            decoder.add_outcome(stats, time_key, status, addr, flags, count)
         for (status, addr, flags, request), count in groups.durations.items():
             decoder.add_durations(stats, status, addr, flags, request, count)
+        for (request, address, utime), count in groups.overheads.items():
+            if isinstance(address, bool):  # nginx: the address had several tries (True) or one (False)
+                address = "a, b" if address else "a:1"
+            overhead = decoder.overhead_ms(request, address, None, utime)
+            if overhead is not None:
+                stats.overhead_hist[overhead] += count
         self._groups = _RawGroups()
 
     def sniff(self, lines: Sequence[str]) -> float:

@@ -7,18 +7,23 @@ decoded by the same :class:`RequestDecoder` the Python engine uses on its own gr
 construction (a test checks it on every recorded fixture). Non-failing lines are grouped per minute, failing ones
 per second (incidents need it).
 
+A file whose lines all come in one plain-prefix envelope (kubectl ``--prefix``, stern, compose, syslog, CRI, a
+timestamp) keeps this engine: the envelope is one more regular expression on the first column. Lines the layout does
+not read (another format in a mixed file, a CRI partial record, a bad line) go back to the Python line router, in
+file order per chunk, so nothing is lost.
+
 The file is handed to polars in chunks of :data:`CHUNK_BYTES` whole lines: polars holds memory in proportion to its
 input, so this keeps peak RSS flat whatever the file size. Per chunk, one scan feeds every query (requests,
-upstream attempts, router time, timeline with failing upstreams, totals, and example lines in the first chunks);
-a later chunk is scanned again only when a new kind of failure first appears in it.
+upstream attempts, router time, timeline with failing upstreams, totals, the lines it could not read, and example
+lines in the first chunks); a later chunk is scanned again only when a new kind of failure first appears in it.
 """
 
 from __future__ import annotations
 
 import lzma
-import re
 import zlib
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from infradoctor.logs.formats.access import NGINX_FAILING_STATUSES, RequestDecoder, to_int
@@ -38,7 +43,17 @@ from infradoctor.logs.formats.layout import (
     Var,
     tokens_regex,
 )
-from infradoctor.logs.source import NOTE_TRUNCATED, SKIP_MISMATCH, SKIP_TOO_LONG, LogSource, open_binary
+from infradoctor.logs.signatures import ENVOY_LOCAL_REPLY_FLAGS
+from infradoctor.logs.source import (
+    MAX_LINE_BYTES,
+    NOTE_INVALID_UTF8,
+    NOTE_TRUNCATED,
+    SKIP_BINARY,
+    SKIP_TOO_LONG,
+    CutLine,
+    LogSource,
+    open_binary,
+)
 from infradoctor.logs.stats import MAX_EXAMPLES, LogStats
 
 CHUNK_BYTES = 8 << 20
@@ -47,14 +62,12 @@ COMPACT_EVERY = 16
 """Re-aggregate the per-chunk group tables every this many chunks (bounds memory on long files)."""
 MAX_LINE_CHUNKS = 4
 """A "line" longer than this many chunks (no newline at all) is dropped as ``line_too_long``."""
-MAX_EXAMPLE_SCANS = 4
-"""Chunks re-scanned for example lines at most, per file (a new failing (kind, upstream) triggers a scan)."""
 
 _ROLES = (ROLE_TIME, ROLE_STATUS, ROLE_REQUEST_TIME, ROLE_UPSTREAM, ROLE_UPSTREAM_STATUS, ROLE_UPSTREAM_TIME,
           ROLE_FLAGS, ROLE_ATTEMPTS)
 # Group keys (raw strings, columns named after roles) of the queries that see every line. Few keys per query keep
 # the number of distinct groups (and so the Python decoding) small.
-_REQUEST_KEYS = (ROLE_STATUS, ROLE_REQUEST_TIME)
+_REQUEST_KEYS = (ROLE_STATUS, ROLE_REQUEST_TIME, "served")
 # fail_request (the request time of failing requests, for timeout inference) rides with the upstream groups: no
 # time in the key, so the groups stay bounded by distinct durations, not by failing lines.
 _UPSTREAM_KEYS = (ROLE_STATUS, ROLE_UPSTREAM, ROLE_UPSTREAM_STATUS, ROLE_UPSTREAM_TIME, ROLE_ATTEMPTS, ROLE_FLAGS,
@@ -63,10 +76,7 @@ _OVERHEAD_KEYS = ("overhead_ms",)
 _TIMELINE_KEYS = ("tkey", ROLE_STATUS, "fail_addr", ROLE_FLAGS)
 _KEYS = {"requests": _REQUEST_KEYS, "upstreams": _UPSTREAM_KEYS, "overhead": _OVERHEAD_KEYS,
          "timeline": _TIMELINE_KEYS}
-_BLANK_LINE = re.compile(rb"\n(?=\n)")
-_INDEX = {name: index for index, name in enumerate([*_KEYS, "totals"])}
-EXAMPLE_CHUNKS = 2
-"""The first chunks also return example lines from the shared scan; later ones re-scan only on a new failure."""
+_INDEX = {name: index for index, name in enumerate([*_KEYS, "totals", "unread", "examples"])}
 
 
 def polars_available() -> bool:
@@ -78,32 +88,40 @@ def polars_available() -> bool:
     return True
 
 
-def parse_access_polars(source: LogSource, layout: AccessLayout, stats: LogStats) -> bool:
-    """Parse one access-log file into ``stats``; False (nothing counted) when polars is not installed."""
+def parse_access_polars(
+    source: LogSource,
+    layout: AccessLayout,
+    stats: LogStats,
+    envelope: str = "",
+    unread: Callable[[str], None] | None = None,
+    formats: Counter[str] | None = None,
+) -> bool:
+    """Parse one access-log file into ``stats``; False (nothing counted) when polars is not installed.
+
+    ``envelope`` is a regular expression for the plain-prefix envelope of every line (``""``: none). Lines the
+    layout does not read are passed, decoded, to ``unread`` (the Python line router) in file order per chunk;
+    ``formats`` counts the lines the layout read under the layout's router name.
+    """
     try:
         import polars as pl
     except ImportError:
         return False
     decoder = RequestDecoder(layout)
-    plan = _Plan(pl, layout)
+    plan = _Plan(pl, layout, envelope)
     parts: dict[str, list[Any]] = {name: [] for name in _KEYS}
-    rows = blank = 0
+    rows = 0
     try:
         for index, chunk in enumerate(_chunks(source, stats)):
-            with_examples = index < EXAMPLE_CHUNKS
-            frames = pl.collect_all(plan.queries(chunk, with_examples), engine="streaming")
+            frames = plan.frames(chunk)
             for name in _KEYS:
                 parts[name].append(frames[_INDEX[name]])
-            totals = frames[_INDEX["totals"]].row(0)
-            rows += int(totals[0] or 0)
-            if totals[1]:  # all-null rows: blank lines, or lines of nothing but quotes; count the truly blank ones
-                blank += len(_BLANK_LINE.findall(chunk)) + chunk.startswith(b"\n")
+            rows += int(frames[_INDEX["totals"]].row(0)[0] or 0)
             if (index + 1) % COMPACT_EVERY == 0:
                 parts = {name: [_sum(pl, pieces, _KEYS[name])] for name, pieces in parts.items()}
-            if with_examples:
-                plan.take_examples(frames[-1], decoder, stats)
-            else:
-                plan.collect_examples(chunk, frames[_INDEX["timeline"]], decoder, stats)
+            plan.take_examples(chunk, frames[_INDEX["examples"]], decoder, stats)
+            missed = frames[_INDEX["unread"]]["row"].to_list()
+            if missed and unread is not None:
+                _feed_unread(chunk, missed, unread, stats)
     except (pl.exceptions.PolarsError, OSError, EOFError, ValueError, RuntimeError, zlib.error,
             lzma.LZMAError) as exc:
         stats.skip("read_error", 1, f"{source.name}: stopped reading ({type(exc).__name__}: {exc}); "
@@ -112,10 +130,37 @@ def parse_access_polars(source: LogSource, layout: AccessLayout, stats: LogStats
     parsed = _merge(decoder, tables, stats)
     stats.lines += rows
     stats.parsed += parsed
-    mismatched = rows - blank - parsed
-    if mismatched > 0:
-        stats.skip(SKIP_MISMATCH, mismatched)
+    if formats is not None and parsed:
+        formats[layout.router] += parsed
     return True
+
+
+def _feed_unread(chunk: bytes, rows: list[int], unread: Callable[[str], None], stats: LogStats) -> None:
+    """The chunk's lines at ``rows`` to the line router, read as the Python engine reads them.
+
+    Binary lines are skipped, long ones cut, bad UTF-8 replaced (each counted).
+    """
+    lines = chunk.split(b"\n")
+    for row in rows:
+        if not 0 <= row < len(lines):
+            continue
+        raw = lines[row]
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+        if not raw:
+            continue
+        if b"\x00" in raw:
+            stats.skip(SKIP_BINARY)
+            continue
+        if len(raw) > MAX_LINE_BYTES:
+            stats.skip(SKIP_TOO_LONG)
+            unread(CutLine(raw[:MAX_LINE_BYTES].decode("utf-8", errors="replace")))
+            continue
+        try:
+            unread(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            stats.note(NOTE_INVALID_UTF8)
+            unread(raw.decode("utf-8", errors="replace"))
 
 
 def _chunks(source: LogSource, stats: LogStats) -> Iterator[bytes]:
@@ -151,7 +196,7 @@ def _chunks(source: LogSource, stats: LogStats) -> Iterator[bytes]:
 class _Plan:
     """The polars expressions for one layout, applied to each chunk."""
 
-    def __init__(self, pl: Any, layout: AccessLayout) -> None:
+    def __init__(self, pl: Any, layout: AccessLayout, envelope: str = "") -> None:
         self.pl = pl
         segments = layout.segments()
         n = len(segments)
@@ -162,13 +207,17 @@ class _Plan:
         fields: dict[str, Any] = {}
         for index, segment in enumerate(segments):
             roles = [t.role for t in segment if isinstance(t, Var) and t.role and t.role not in fields]
+            head = envelope if index == 0 else ""
             if not roles:
+                if head:  # the envelope must match even when the first column holds no field
+                    pattern = "^" + head + tokens_regex(segment, frozenset()) + "$"
+                    ok = ok & pl.col("c0").fill_null("").str.contains(pattern)
                 continue
             column = pl.col(f"c{index}")
-            if len(segment) == 1:
+            if len(segment) == 1 and not head:
                 fields[roles[0]] = column
                 continue
-            pattern = "^" + tokens_regex(segment, frozenset(roles)) + "$"
+            pattern = "^" + head + tokens_regex(segment, frozenset(roles)) + "$"
             if len(roles) == 1:
                 fields[roles[0]] = column.str.extract(pattern, 1)
             else:
@@ -178,19 +227,27 @@ class _Plan:
             ok = ok & fields[roles[0]].is_not_null()  # the segment matched, as the full-line regex must
         self.ok = ok
         self.select = {role: fields.get(role, pl.lit(None, pl.String)) for role in _ROLES}
-        status, flags = pl.col(ROLE_STATUS), pl.col(ROLE_FLAGS)
+        status, flags, addr = pl.col(ROLE_STATUS), pl.col(ROLE_FLAGS), pl.col(ROLE_UPSTREAM)
         if layout.router == "envoy":
-            self.may_fail = (flags.is_not_null() & (flags != "-")) | (status == "0")
+            self.may_fail = (flags.is_not_null() & (flags != "-")) | status.is_in(["0", "429"])
+            local = "|".join(sorted(ENVOY_LOCAL_REPLY_FLAGS))
+            self.served = (addr.is_not_null() & (addr != "-")
+                           & ~flags.fill_null("-").str.contains(f"(?:^|,)(?:{local})(?:,|$)"))
         else:
             self.may_fail = status.is_in(list(NGINX_FAILING_STATUSES))
+            if ROLE_UPSTREAM in fields:  # an address tried, not only a group's name (names have no ':')
+                self.served = addr.is_not_null() & (addr != "-") & addr.str.contains(":")
+            elif ROLE_UPSTREAM_TIME in fields:
+                last_time = pl.col(ROLE_UPSTREAM_TIME).str.split(", ").list.last().str.split(" : ").list.last()
+                value = last_time.cast(pl.Float64, strict=False)
+                self.served = value.is_not_null() & (value >= 0) & (value * layout.upstream_scale <= 1e10)
+            else:
+                self.served = pl.lit(False)
         # Timeline key: the second of failing requests (incidents need it), the minute of the others (so the
         # number of groups follows the minutes in the file, not its lines).
         self.tkey = pl.when(self.may_fail).then(self._second_key(layout)).otherwise(self._minute_key(layout))
-        self.blank = pl.col("c0").is_null() & pl.col("c1").is_null()
-        self.line = pl.concat_str([pl.col(c).fill_null("") for c in self.columns[:n]], separator='"')
         self.overhead = self._overhead(layout, fields)
-        self.example_keys: set[tuple[str | None, str]] = set()
-        self.example_scans = 0
+        self.example_keys: set[tuple[tuple[str, ...], str]] = set()
 
     def _second_key(self, layout: AccessLayout) -> Any:
         """The time field cut to the second (UTC ISO times lose their fraction)."""
@@ -214,31 +271,33 @@ class _Plan:
         return text
 
     def _overhead(self, layout: AccessLayout, fields: dict[str, Any]) -> Any:
-        """Request ms minus upstream ms for single-attempt requests, as RequestDecoder.add_counts computes it."""
+        """Request ms minus upstream ms for single-attempt requests, as RequestDecoder.overhead_ms computes it."""
         pl = self.pl
 
         def ms(role: str, scale: float) -> Any:
             value = pl.col(role).cast(pl.Float64, strict=False)
             exact = (value * scale).round(0, mode="half_to_even").cast(pl.Int64, strict=False)
-            return pl.when((value >= 0) & (value <= 1e12)).then(exact).otherwise(None)
+            return pl.when((value >= 0) & (exact <= 10**10)).then(exact).otherwise(None)
 
-        if ROLE_REQUEST_TIME not in fields or ROLE_UPSTREAM not in fields or ROLE_UPSTREAM_TIME not in fields:
+        if ROLE_REQUEST_TIME not in fields or ROLE_UPSTREAM_TIME not in fields:
             return pl.lit(None, pl.Int64)
 
         def single(role: str) -> Any:  # no ", " or " : " (nginx's separators between tries)
             return ~pl.col(role).str.contains(", | : ")
 
         addr = pl.col(ROLE_UPSTREAM)
-        one = addr.is_not_null() & (addr != "-")
+        one = addr.is_not_null() & (addr != "-") if ROLE_UPSTREAM in fields else pl.lit(True)
         if layout.router == "nginx":
-            one = one & single(ROLE_UPSTREAM) & single(ROLE_UPSTREAM_TIME)
+            one = one & single(ROLE_UPSTREAM_TIME)
+            if ROLE_UPSTREAM in fields:
+                one = one & single(ROLE_UPSTREAM)
             if ROLE_UPSTREAM_STATUS in fields:
                 one = one & single(ROLE_UPSTREAM_STATUS)
         difference = ms(ROLE_REQUEST_TIME, layout.request_scale) - ms(ROLE_UPSTREAM_TIME, layout.upstream_scale)
         return pl.when(one).then(difference.clip(lower_bound=0)).otherwise(None)
 
     def scan(self, chunk: bytes) -> Any:
-        """The chunk split on ``"`` into string columns (one extra column for the guard)."""
+        """The chunk split on ``"`` into string columns (one extra column for the guard), with the line index."""
         return self.pl.scan_csv(
             chunk,
             separator='"',
@@ -250,61 +309,49 @@ class _Plan:
             missing_columns="insert",
             extra_columns="ignore",
             raise_if_empty=False,
+            row_index_name="row",
         )
 
-    def queries(self, chunk: bytes, with_examples: bool) -> list[Any]:
-        """Request, upstream, router-time, timeline and totals of one chunk, and examples when asked.
+    def frames(self, chunk: bytes) -> list[Any]:
+        """Request, upstream, router-time, timeline, totals, unread lines and example rows of one chunk.
 
-        One scan is shared by all.
+        The chunk is scanned and its fields extracted once (one materialised frame); the group-bys then run on it.
+        Examples are row numbers (the first few per failing status, upstream and flags): the lines themselves are
+        cut from the chunk only for kinds not seen before.
         """
         pl = self.pl
-        raw = self.columns[:-1] if with_examples else []
-        frame = self.scan(chunk).select(*raw, ok=self.ok, blank=self.blank, **self.select)
-        parsed = frame.filter(pl.col("ok")).with_columns(tkey=self.tkey)
         fail_addr = pl.when(self.may_fail).then(pl.col(ROLE_UPSTREAM)).otherwise(None)
         fail_request = pl.when(self.may_fail).then(pl.col(ROLE_REQUEST_TIME)).otherwise(None)
-        return [
+        base = self.scan(chunk).select("row", ok=self.ok, **self.select).with_columns(
+            tkey=self.tkey, served=self.served, overhead_ms=self.overhead, fail_addr=fail_addr,
+            fail_request=fail_request).collect()
+        parsed = base.filter(pl.col("ok")).lazy()
+        queries = [
             parsed.group_by(*_REQUEST_KEYS).agg(n=pl.len()),
-            parsed.with_columns(fail_request=fail_request).group_by(*_UPSTREAM_KEYS).agg(n=pl.len()),
-            parsed.select(overhead_ms=self.overhead).drop_nulls().group_by(*_OVERHEAD_KEYS).agg(n=pl.len()),
-            parsed.with_columns(fail_addr=fail_addr).group_by(*_TIMELINE_KEYS).agg(n=pl.len()),
-            frame.select(rows=pl.len(), blank=pl.col("blank").sum()),
-        ] + ([self._examples(parsed)] if with_examples else [])
+            parsed.group_by(*_UPSTREAM_KEYS).agg(n=pl.len()),
+            parsed.select("overhead_ms").drop_nulls().group_by(*_OVERHEAD_KEYS).agg(n=pl.len()),
+            parsed.group_by(*_TIMELINE_KEYS).agg(n=pl.len()),
+            base.lazy().select(rows=pl.len()),
+            base.lazy().filter(~pl.col("ok")).select("row"),
+            parsed.filter(self.may_fail).group_by(ROLE_STATUS, ROLE_UPSTREAM, ROLE_FLAGS, maintain_order=True)
+            .agg(rows=pl.col("row").head(MAX_EXAMPLES)),
+        ]
+        return list(pl.collect_all(queries))
 
-    def _examples(self, parsed: Any) -> Any:
-        return (
-            parsed.filter(self.may_fail)
-            .group_by(ROLE_STATUS, ROLE_UPSTREAM, ROLE_FLAGS, maintain_order=True)
-            .agg(lines=self.line.head(MAX_EXAMPLES))
-        )
-
-    def take_examples(self, found: Any, decoder: RequestDecoder, stats: LogStats) -> None:
-        """Keep example lines of (kind, upstream) groups from an examples frame."""
-        for status, addr, flags, lines in found.iter_rows():
-            key = decoder.signature(to_int(status), addr, flags)
-            if key[0] is None:
+    def take_examples(self, chunk: bytes, found: Any, decoder: RequestDecoder, stats: LogStats) -> None:
+        """Keep example lines of (kind, upstream) groups not seen before, cut from the chunk by row number."""
+        lines: list[bytes] | None = None
+        for status, addr, flags, rows in found.iter_rows():
+            key = decoder.signatures(to_int(status), addr, flags)
+            if not key[0] or key in self.example_keys:
                 continue
             self.example_keys.add(key)
-            for line in lines:
-                decoder.add_example(stats, status, addr, flags, line)
-
-    def collect_examples(self, chunk: bytes, timeline: Any, decoder: RequestDecoder, stats: LogStats) -> None:
-        """Example lines for failing groups first seen in this chunk (a second scan only of such chunks)."""
-        pl = self.pl
-        wanted: set[tuple[str | None, str]] = set()
-        if self.example_scans >= MAX_EXAMPLE_SCANS:
-            return
-        for _tkey, status, addr, flags, _n in timeline.iter_rows():
-            if not decoder.may_fail(status, flags):
-                continue
-            key = decoder.signature(to_int(status), addr, flags)
-            if key[0] is not None and key not in self.example_keys:
-                wanted.add(key)
-        if not wanted:
-            return
-        self.example_scans += 1
-        frame = self.scan(chunk).select(*self.columns[:-1], ok=self.ok, **self.select).filter(pl.col("ok"))
-        self.take_examples(self._examples(frame).collect(), decoder, stats)
+            if lines is None:
+                lines = chunk.split(b"\n")
+            for row in rows:
+                if 0 <= row < len(lines):
+                    line = lines[row].rstrip(b"\r").decode("utf-8", errors="replace")
+                    decoder.add_example(stats, status, addr, flags, line)
 
 
 def _sum(pl: Any, pieces: list[Any], keys: tuple[str, ...]) -> Any:
@@ -320,9 +367,9 @@ def _rows(frame: Any) -> Any:
 def _merge(decoder: RequestDecoder, tables: dict[str, Any], stats: LogStats) -> int:
     """Decode the group tables into ``stats``; returns the number of parsed lines."""
     parsed = 0
-    for status, request, n in _rows(tables["requests"]):
+    for status, request, served, n in _rows(tables["requests"]):
         parsed += n
-        decoder.add_request_time(stats, status, request, n)
+        decoder.add_request_time(stats, status, request, bool(served), n)
     for status, addr, ustatus, utime, attempts, flags, fail_request, n in _rows(tables["upstreams"]):
         decoder.add_upstreams(stats, status, addr, ustatus, utime, attempts, n)
         if fail_request is not None:

@@ -19,7 +19,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from functools import lru_cache
 
-from infradoctor.logs.stats import NO_TIME
+from infradoctor.bounded import read_float
+from infradoctor.logs.stats import MAX_EPOCH, NO_TIME
 
 ROLE_TIME = "time"
 ROLE_STATUS = "status"
@@ -54,9 +55,19 @@ NGINX_INGRESS = (
     "$upstream_addr $upstream_response_length $upstream_response_time $upstream_status $req_id"
 )
 """Kubernetes ingress-nginx's default ``log-format-upstream``."""
+NGINX_INGRESS_OLD = (
+    '$remote_addr - [$the_real_ip] - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" '
+    '"$http_user_agent" $request_length $request_time [$proxy_upstream_name] $upstream_addr '
+    "$upstream_response_length $upstream_response_time $upstream_status $req_id"
+)
+"""ingress-nginx's default before 0.24 (the real client IP in brackets, no alternative upstream)."""
+NGINX_VHOST = '$host ' + NGINX_COMBINED
+"""nginx-proxy's ``vhost`` format: the virtual host, then ``combined``."""
 NGINX_PRESETS: dict[str, str] = {
     "upstream_full": NGINX_UPSTREAM_FULL,
     "ingress": NGINX_INGRESS,
+    "ingress_old": NGINX_INGRESS_OLD,
+    "vhost": NGINX_VHOST,
     "upstream_time": NGINX_UPSTREAM_TIME,
     "combined": NGINX_COMBINED,
 }
@@ -194,7 +205,6 @@ def tokens_regex(tokens: list[Token] | tuple[Token, ...], capture: frozenset[str
 
 
 _NGINX_VAR = re.compile(r"\$(?:\{([A-Za-z0-9_]+)\}|([A-Za-z0-9_]+))")
-_ENVOY_VAR = re.compile(r"%([A-Z0-9_]+(?:\([^)%]*\))?(?::\d+)?)%")
 
 
 def compile_nginx(format_string: str) -> AccessLayout:
@@ -203,6 +213,8 @@ def compile_nginx(format_string: str) -> AccessLayout:
     Raises:
         FormatError: no variables, or an odd number of literal ``"`` (columns would not line up).
     """
+    if len(format_string) > MAX_FORMAT_CHARS:
+        raise FormatError(f"nginx log format of {len(format_string)} characters (at most {MAX_FORMAT_CHARS})")
     tokens: list[Token] = []
     pos = 0
     quoted = False
@@ -230,22 +242,68 @@ def _nginx_pattern(name: str, quoted: bool) -> str:
     return '[^ "]*'
 
 
+def _envoy_operators(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, name) of each ``%OPERATOR%`` in an Envoy format string, linear in its length.
+
+    An operator may take arguments in parentheses that themselves contain ``%`` (``%START_TIME(%Y/%m/%d %s)%``) and
+    a length limit (``%REQ(:PATH):256%``); ``%%`` is not an operator.
+    """
+    found: list[tuple[int, int, str]] = []
+    pos, length = 0, len(text)
+    while True:
+        start = text.find("%", pos)
+        if start < 0 or start + 1 >= length:
+            return found
+        end = start + 1
+        while end < length and (text[end].isupper() or text[end].isdigit() or text[end] == "_"):
+            end += 1
+        if end == start + 1:
+            pos = start + 1
+            continue
+        if end < length and text[end] == "(":
+            close = text.find(")", end)
+            if close < 0:
+                pos = start + 1
+                continue
+            end = close + 1
+        if end < length and text[end] == ":":
+            digits = end + 1
+            while digits < length and text[digits].isdigit():
+                digits += 1
+            end = digits if digits > end + 1 else end
+        if end < length and text[end] == "%":
+            found.append((start, end + 1, text[start + 1:end]))
+            pos = end + 1
+        else:
+            pos = start + 1
+
+
 def compile_envoy(format_string: str = ENVOY_DEFAULT) -> AccessLayout:
     """Compile an Envoy access-log format string (``%COMMAND%`` operators; trailing newline optional).
 
+    ``%START_TIME(...)%`` with a strftime format (``%d/%m/%YT%H:%M:%S%z``, ``%s``, ``%3f``...) is read in that format;
+    key=value layouts (``status=%RESPONSE_CODE% response_flag=%RESPONSE_FLAGS%``) are literals between operators.
+
     Raises:
-        FormatError: no operators or unbalanced quotes.
+        FormatError: no operators, unbalanced quotes, or a START_TIME format with a directive it cannot read.
     """
+    if len(format_string) > MAX_FORMAT_CHARS:
+        raise FormatError(f"Envoy log format of {len(format_string)} characters (at most {MAX_FORMAT_CHARS})")
     text = format_string.rstrip("\n")
+    if text.endswith("\\n"):
+        text = text[:-2]
     tokens: list[Token] = []
     pos = 0
     quoted = False
-    for match in _ENVOY_VAR.finditer(text):
-        literal = text[pos:match.start()]
+    for start, end, name in _envoy_operators(text):
+        literal = text[pos:start]
         if literal:
             tokens.append(literal)
             quoted ^= literal.count('"') % 2 == 1
-        name = match.group(1)
+        pos = end
+        if name.startswith("START_TIME(") and name.endswith(")") and len(name) > 12:
+            tokens.append(Var(name, ROLE_TIME, strftime_regex(name[11:-1])))
+            continue
         base = name.split(":")[0] if not name.startswith(("REQ(", "RESP(")) else name.rsplit(")", 1)[0] + ")"
         role, _ = _ENVOY_ROLES.get(base, _ENVOY_ROLES.get(base.split("(")[0], (None, 1.0)))
         if quoted:
@@ -255,10 +313,99 @@ def compile_envoy(format_string: str = ENVOY_DEFAULT) -> AccessLayout:
         else:
             pattern = '[^ "]*'
         tokens.append(Var(name, role, pattern))
-        pos = match.end()
     if text[pos:]:
         tokens.append(text[pos:])
     return _layout("envoy", format_string, tokens, _ENVOY_ROLES)
+
+
+_STRFTIME: dict[str, str] = {
+    "Y": r"\d{4}", "m": r"\d\d", "d": r"\d\d", "e": r"[ \d]\d", "H": r"\d\d", "M": r"\d\d", "S": r"\d\d",
+    "z": r"[+-]\d\d:?\d\d", "Z": r"[A-Za-z]{1,5}", "s": r"\d{1,12}", "f": r"\d{1,9}", "b": r"[A-Z][a-z]{2}",
+    "T": r"\d\d:\d\d:\d\d", "F": r"\d{4}-\d\d-\d\d", "%": "%",
+}
+"""strftime directives a START_TIME format may use, and what each matches."""
+
+
+def strftime_regex(fmt: str) -> str:
+    """A regular expression (no groups) for times written in the strftime format ``fmt``.
+
+    Raises:
+        FormatError: a directive that is not in :data:`_STRFTIME`.
+    """
+    parts: list[str] = []
+    index = 0
+    while index < len(fmt):
+        char = fmt[index]
+        if char != "%" or index + 1 >= len(fmt):
+            parts.append(re.escape(char))
+            index += 1
+            continue
+        directive = fmt[index + 1]
+        if directive.isdigit() and index + 2 < len(fmt) and fmt[index + 2] == "f":  # %3f, %6f, %9f
+            parts.append(r"\d{1,9}")
+            index += 3
+            continue
+        if directive not in _STRFTIME:
+            raise FormatError(f"START_TIME format {fmt!r}: %{directive} is not a directive infradoctor reads")
+        parts.append(_STRFTIME[directive])
+        index += 2
+    return "".join(parts)
+
+
+def strftime_kind(fmt: str) -> str:
+    """The time kind (for :func:`parse_time`) of times written in the strftime format ``fmt``."""
+    return "strftime:" + fmt
+
+
+@lru_cache(maxsize=64)
+def _strftime_parser(fmt: str) -> re.Pattern[str]:
+    parts: list[str] = []
+    index = 0
+    seen: set[str] = set()
+    while index < len(fmt):
+        char = fmt[index]
+        if char != "%" or index + 1 >= len(fmt):
+            parts.append(re.escape(char))
+            index += 1
+            continue
+        directive = fmt[index + 1]
+        if directive.isdigit() and index + 2 < len(fmt) and fmt[index + 2] == "f":
+            directive, width = "f", 3
+        else:
+            width = 2
+        name = {"T": None, "F": None}.get(directive, directive)
+        pattern = _STRFTIME.get(directive, ".")
+        if directive == "T":
+            parts.append(r"(?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d)")
+        elif directive == "F":
+            parts.append(r"(?P<Y>\d{4})-(?P<m>\d\d)-(?P<d>\d\d)")
+        elif name and name.isalpha() and name not in seen:
+            seen.add(name)
+            parts.append(f"(?P<{name}>{pattern})")
+        else:
+            parts.append(pattern)
+        index += width if directive == "f" and width == 3 else 2
+    return re.compile("".join(parts))
+
+
+def _parse_strftime(fmt: str, text: str) -> int:
+    match = _strftime_parser(fmt).match(text)
+    if match is None:
+        return NO_TIME
+    fields = match.groupdict()
+    if fields.get("s"):
+        second = int(fields["s"])
+        return second if 0 <= second <= MAX_EPOCH else NO_TIME
+    try:
+        month = int(fields["m"]) if fields.get("m") else _MONTHS[fields["b"]] if fields.get("b") else 1
+        base = datetime(int(fields.get("Y") or 1970), month, int((fields.get("d") or fields.get("e") or "1").strip()),
+                        int(fields.get("H") or 0), int(fields.get("M") or 0), int(fields.get("S") or 0),
+                        tzinfo=timezone.utc)
+    except (ValueError, KeyError, OverflowError):
+        return NO_TIME
+    zone = fields.get("z")
+    second = int(base.timestamp()) - (_offset_seconds(zone.replace(":", "")) if zone else 0)
+    return second if 0 <= second <= MAX_EPOCH else NO_TIME
 
 
 def _tighten(tokens: list[Token]) -> list[Token]:
@@ -291,7 +438,7 @@ def _layout(
         key = token.name if token.name in table else token.name.split("(")[0]
         _, extra = table.get(key, (token.role, 1.0))
         if token.role == ROLE_TIME and time_kind is None:
-            time_kind = str(extra)
+            time_kind = strftime_kind(token.name[11:-1]) if token.name.startswith("START_TIME(") else str(extra)
         elif token.role == ROLE_REQUEST_TIME:
             request_scale = float(extra)
         elif token.role == ROLE_UPSTREAM_TIME:
@@ -308,7 +455,17 @@ _ISO_OFFSET = re.compile(r"([+-])(\d\d):?(\d\d)$")
 
 @lru_cache(maxsize=4096)
 def parse_time(kind: str, text: str) -> int:
-    """Epoch second of a timestamp of the given kind, NO_TIME when it does not parse."""
+    """Epoch second of a timestamp of the given kind; NO_TIME when it does not parse.
+
+    A time outside 1970..:data:`~infradoctor.logs.stats.MAX_EPOCH` does not parse.
+    """
+    second = _parse_time(kind, text[:64])
+    return second if 0 <= second <= MAX_EPOCH else NO_TIME
+
+
+def _parse_time(kind: str, text: str) -> int:
+    if kind.startswith("strftime:"):
+        return _parse_strftime(kind[9:], text)
     try:
         if kind == TIME_LOCAL:  # 29/Nov/2026:10:00:00 +0000
             base = datetime(int(text[7:11]), _MONTHS[text[3:6]], int(text[0:2]), int(text[12:14]), int(text[15:17]),
@@ -322,7 +479,10 @@ def parse_time(kind: str, text: str) -> int:
             offset = _ISO_OFFSET.search(text[19:])
             return int(base.timestamp()) - (_offset_seconds("".join(offset.groups())) if offset else 0)
         if kind == TIME_EPOCH:
-            return int(float(text))
+            number = read_float(text, low=0.0, high=float(MAX_EPOCH) * 1000)
+            if number is None:
+                return NO_TIME
+            return int(number if number <= MAX_EPOCH else number / 1000)
     except (ValueError, KeyError, IndexError, OverflowError):
         return NO_TIME
     return NO_TIME
@@ -338,8 +498,6 @@ def _offset_seconds(text: str) -> int:
 
 # --- deriving an unknown nginx format from its lines ---------------------------------------------------------
 
-_KEY_VALUE = re.compile(r'(\s+)([A-Za-z_][\w.-]*)=(?:"([^"]*)"|([^\s"]*))')
-_TAIL_TOKEN = re.compile(r'(\s+)(?:"([^"]*)"|([^\s"]+))')
 KEY_ALIASES: dict[str, str] = {
     "rt": "request_time", "request_time": "request_time", "reqtime": "request_time",
     "urt": "upstream_response_time", "upstream_response_time": "upstream_response_time",
@@ -351,6 +509,67 @@ KEY_ALIASES: dict[str, str] = {
 """Keys of ``key=value`` fields that custom nginx formats commonly use, and the variable each one logs."""
 
 
+MAX_DERIVE_CHARS = 8192
+"""A format is derived only from lines up to this long (the derived format's literals come from the line)."""
+MAX_SPACE_RUN = 16
+"""... with runs of spaces up to this long between fields."""
+MAX_FORMAT_CHARS = 16384
+"""A format string longer than this is refused."""
+
+
+@lru_cache(maxsize=1)
+def _combined_prefix() -> re.Pattern[str]:
+    return re.compile("^" + tokens_regex(compile_nginx(NGINX_COMBINED).tokens))
+
+
+def _tail_fields(tail: str) -> list[tuple[str, str, bool]] | None:
+    """(leading spaces, field, quoted) for each field after ``combined``; None when a quote is not closed.
+
+    A field is a quoted string or a run without spaces (a ``key="quoted value"`` is one field). Linear in the tail.
+    """
+    fields: list[tuple[str, str, bool]] = []
+    pos, length = 0, len(tail)
+    while pos < length and len(fields) < 64:
+        start = pos
+        while pos < length and tail[pos] in " \t":
+            pos += 1
+        if pos == start or pos >= length:
+            return fields if pos >= length else None
+        space = tail[start:pos]
+        if len(space) > MAX_SPACE_RUN:
+            return None
+        if tail[pos] == '"':
+            end = tail.find('"', pos + 1)
+            if end < 0:
+                return None
+            fields.append((space, tail[pos + 1:end], True))
+            pos = end + 1
+            continue
+        end = pos
+        while end < length and tail[end] not in " \t":
+            if tail[end] == '"':  # key="value with spaces"
+                close = tail.find('"', end + 1)
+                if close < 0:
+                    return None
+                end = close
+            end += 1
+        fields.append((space, tail[pos:end], False))
+        pos = end
+    return fields if pos >= length else None
+
+
+def _key_value(field: str) -> tuple[str, str | None] | None:
+    """(key, quoted value or None) of ``key=value`` / ``key="value"``; None when the field is not one."""
+    key, equals, value = field.partition("=")
+    if not equals or not key or not (key[0].isalpha() or key[0] == "_") or len(key) > 64:
+        return None
+    if not all(c.isalnum() or c in "_.-" for c in key):
+        return None
+    if value.startswith('"') and value.endswith('"') and len(value) >= 2:
+        return key, value[1:-1]
+    return (key, None) if '"' not in value else None
+
+
 def derive_nginx_format(line: str) -> str | None:
     """A ``log_format`` string for a line that starts like ``combined`` and has more fields after it.
 
@@ -358,30 +577,26 @@ def derive_nginx_format(line: str) -> str | None:
     ``upstream_addr``...) become those variables; any other field becomes an unnamed variable. None when the line
     does not start like ``combined``.
     """
-    prefix = re.compile("^" + tokens_regex(compile_nginx(NGINX_COMBINED).tokens))
-    found = prefix.match(line)
+    if len(line) > MAX_DERIVE_CHARS:
+        return None
+    found = _combined_prefix().match(line)
     if found is None:
         return None
     tail = line[found.end():]
     if not tail.strip():
         return None
+    fields = _tail_fields(tail)
+    if not fields:
+        return None
+    pairs = [None if quoted else _key_value(field) for _, field, quoted in fields]
     parts: list[str] = []
-    pos = 0
-    for index, match in enumerate(_KEY_VALUE.finditer(tail)):
-        if match.start() != pos:
-            break
-        space, key, quoted, _ = match.groups()
-        var = KEY_ALIASES.get(key.lower(), f"field_{index}")
-        parts.append(f'{space}{key}="${var}"' if quoted is not None else f"{space}{key}=${var}")
-        pos = match.end()
-    if pos != len(tail):  # not all key=value: one variable per space- or quote-delimited field
-        parts, pos = [], 0
-        for index, match in enumerate(_TAIL_TOKEN.finditer(tail)):
-            if match.start() != pos:
-                return None
-            space, quoted, _ = match.groups()
-            parts.append(f'{space}"$field_{index}"' if quoted is not None else f"{space}$field_{index}")
-            pos = match.end()
-        if pos != len(tail):
-            return None
+    if all(pair is not None for pair in pairs):
+        for index, ((space, _, _), pair) in enumerate(zip(fields, pairs, strict=True)):
+            assert pair is not None
+            key, quoted_value = pair
+            var = KEY_ALIASES.get(key.lower(), f"field_{index}")
+            parts.append(f'{space}{key}="${var}"' if quoted_value is not None else f"{space}{key}=${var}")
+    else:
+        for index, (space, _, quoted) in enumerate(fields):
+            parts.append(f'{space}"$field_{index}"' if quoted else f"{space}$field_{index}")
     return NGINX_COMBINED + "".join(parts)

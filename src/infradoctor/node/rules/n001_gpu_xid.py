@@ -24,10 +24,13 @@ How it is measured:
     or drain, ``high`` for a GPU reset, ``medium`` for application errors, ``low`` when nothing is to be done (45,
     121). The affected GPU is named by matching the PCI address to the GPU probe.
 
-    From logs (`infradoctor logs`): Kernel lines are matched by the signature catalog; the code and device come from
-    the Xid line; each code is looked up in the Xid table shared with ``infradoctor node`` (``infradoctor.xid``) for
-    meaning, origin and action. Severity follows the action: critical for reboot or drain, high for a GPU reset,
-    medium for application errors, low when nothing is to be done.
+    From logs (`infradoctor logs`): Kernel lines are read by the reader ``infradoctor node`` uses
+    (``infradoctor.xid.KernelLineReader``): Xid lines bare or behind any prefix, and "GPU has fallen off the bus"
+    printed without an Xid (as Xid 79). Each code is looked up in the shared Xid table for meaning, origin and
+    action, refined by the line where it says more (NVLink5 ``Fatal``/``Nonfatal``, Xid 154's recovery action).
+    Severity follows the action: critical for reboot or drain, high for a GPU reset, medium for application errors
+    and early warnings, low when nothing is to be done. An Xid 45 that says "caused by previous Xid N" is listed
+    under code N (one root cause, not a separate finding per teardown).
 
 Fix:
     Act per code, as the finding says: application errors -> fix or restart the application; reset the GPU
@@ -41,7 +44,7 @@ Fix:
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 
 from infradoctor.findings import Finding, Location, Rule, Severity
 from infradoctor.logs.evidence import LogsEvidence
@@ -49,7 +52,7 @@ from infradoctor.logs.incidents import LogsRuleOptions
 from infradoctor.node.evidence import NodeEvidence, XidEvent
 from infradoctor.node.kernel import normalise_pci
 from infradoctor.node.rules._common import NodeOptions
-from infradoctor.xid import xid_info
+from infradoctor.xid import SEVERITY_BY_ACTION, event_info, xid_info
 
 RULE = Rule(
     "N001",
@@ -106,21 +109,35 @@ def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
 
 @RULE.check(LogsEvidence, LogsRuleOptions)
 def check_logs(evidence: LogsEvidence, options: LogsRuleOptions) -> list[Finding]:
-    """One finding per Xid code."""
-    by_code: Counter[int] = Counter()
-    devices: dict[int, set[str]] = {}
-    for (code, device), count in evidence.xids.items():
-        by_code[code] += count
-        devices.setdefault(code, set()).add(device)
+    """One finding per Xid code; an Xid 45 that names its cause is reported with that cause, not on its own.
+
+    "GPU has fallen off the bus" printed without an Xid counts as Xid 79. A code that only Xid 45 lines name (its
+    own line is not in the log) still gets its finding, from the table.
+    """
     findings = []
-    for code, count in sorted(by_code.items()):
-        info = xid_info(code)
-        gpus = sorted(devices[code])
+    for lines in evidence.xid_codes:
+        code = lines.code
+        info = event_info(code, lines.example)
+        action = lines.action or info.action
+        severity = SEVERITY_BY_ACTION.get(action, info.severity)
+        gpus = list(lines.devices or lines.followed_devices)
+        where = ", ".join(gpus[:4]) + (f" and {len(gpus) - 4} more" if len(gpus) > 4 else "")
+        if lines.count:
+            what = ("GPU has fallen off the bus (no Xid line: as Xid 79)" if lines.without_xid == lines.count
+                    else f"Xid {code} ({info.meaning})")
+            title = f"{what} x{lines.count} on {where}: {action}"
+        else:
+            title = f"Xid {code} ({info.meaning}) named as the cause of later errors on {where}: {action}"
+        if lines.followed:
+            title += "; " + ", ".join(f"caused {n} Xid {c} line{'s' if n != 1 else ''}"
+                                      for c, n in sorted(lines.followed.items()))
         findings.append(RULE.finding(
-            f"Xid {code} ({info.meaning}) x{count} on {', '.join(gpus[:4])}",
-            {"xid": code, "count": count, "devices": gpus, "meaning": info.meaning, "origin": info.origin,
-             "action": info.action, "hardware": info.hardware},
-            severity=info.severity,
-            fix=info.advice,
+            title,
+            {"xid": code, "count": lines.count, "devices": gpus, "meaning": info.meaning, "origin": info.origin,
+             "action": action, "hardware": info.hardware, "followed_by": {str(c): n for c, n in lines.followed.items()},
+             "followed_devices": list(lines.followed_devices), "without_xid_line": lines.without_xid,
+             "example": lines.example[:300]},
+            severity=severity,
+            fix=info.advice if action == info.action else f"{info.advice} The log's own recovery action: {action}.",
         ))
     return findings

@@ -6,24 +6,37 @@ What it detects:
     cannot open (NVML "GPU is lost" and similar), one finding each; and a report that lists fewer GPUs than the
     driver says are attached (nvidia-smi's ``attached_gpus``), at ``medium``: the missing ones could not be read.
 
+    From logs (`infradoctor logs`): the NVIDIA driver failing to initialise a GPU (``RmInitAdapter failed``,
+    ``rm_init_adapter failed``) in a kernel log, one finding for all of them with the GPUs named.
+
 Why it matters:
     Work that should run on the GPU silently falls back to the CPU (100x slower) or fails at start-up with "no CUDA
     GPUs are available". Typical causes: a container started without the GPU runtime or device mounts, a driver /
     library version mismatch after an upgrade, or a GPU that fell off the bus (see N001, Xid 79).
 
+    From logs (`infradoctor logs`): a GPU the driver cannot initialise is present but unusable: jobs scheduled on it
+    fail at start-up, and the node reports fewer GPUs than it has.
+
 How it is measured:
     The GPU probe's result (NVML, then nvidia-smi) against the signs above. Recorded evidence (``--smi-xml``,
     ``--nvml-record``) is judged the same way.
+
+    From logs (`infradoctor logs`): the signature catalog's ``gpu_init_failed`` lines merged into incidents per GPU.
 
 Fix:
     Run ``nvidia-smi``: "NVML: Driver/library version mismatch" -> reboot or reload the driver; "No devices were
     found" -> check the kernel log for Xid 79 and the PCI bus (``lspci | grep -i nvidia``). In containers, start with
     the NVIDIA runtime (``--gpus all`` / the device plugin) and check ``CUDA_VISIBLE_DEVICES``.
+
+    From logs (`infradoctor logs`): reset the GPU or reboot; check driver/firmware versions and the GPU's power;
+    drain the node and RMA the GPU if initialisation keeps failing.
 """
 
 from __future__ import annotations
 
 from infradoctor.findings import Finding, Location, Rule, Severity
+from infradoctor.logs.evidence import LogsEvidence
+from infradoctor.logs.incidents import LogsRuleOptions, signature_findings
 from infradoctor.node.evidence import NodeEvidence
 from infradoctor.node.rules._common import NodeOptions
 
@@ -34,7 +47,7 @@ RULE = Rule(
     "A GPU is expected but not visible",
     fix="Check the driver (nvidia-smi), CUDA_VISIBLE_DEVICES, container runtime device mounts.",
     risk="None.",
-    commands=("node",),
+    commands=("node", "logs"),
 )
 
 
@@ -79,3 +92,9 @@ def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
             },
         )
     ]
+
+
+@RULE.check(LogsEvidence, LogsRuleOptions)
+def check_logs(evidence: LogsEvidence, options: LogsRuleOptions) -> list[Finding]:
+    """One finding with every GPU-initialisation failure of the kernel log."""
+    return signature_findings(evidence, RULE, ("gpu_init_failed",), "GPU failed to initialise")

@@ -6,11 +6,19 @@ What it detects:
     in ``CrashLoopBackOff`` (or another start failure: image pull, bad configuration). One finding per node, naming
     the containers with the most restarts.
 
+    From logs (`infradoctor logs`): Kubernetes events, ``kubectl describe``/``get pods`` output and kubelet lines
+    about a container that does not stay up: ``CrashLoopBackOff`` / "back-off restarting failed container", a
+    container ``OOMKilled``, and failed or errored liveness, readiness and startup probes ("Readiness probe failed",
+    kubelet's "Probe failed", "failed liveness probe, will be restarted").
+
 Why it matters:
     A restarting model server drops its in-flight requests, reloads its weights (minutes for a large model) and
     sheds its warm KV cache; behind a router this shows as 5xx bursts, retries and latency spikes on whichever node
     it runs. An OOM kill (exit code 137) means the container's memory limit is below what the model or its batch
     needs; a crash back-off means it cannot start at all and its GPUs sit idle.
+
+    From logs (`infradoctor logs`): these are the cause behind "no healthy upstream" at the router; a server that
+    fails readiness is taken out of the load balancer, so the others take its traffic.
 
 How it is measured:
     ``increase(kube_pod_container_status_restarts_total[window])`` per container,
@@ -18,11 +26,19 @@ How it is measured:
     ``kube_pod_info`` for the node. Severity: ``high`` for an OOM kill, a crash back-off, or at least
     ``HIGH_RESTARTS`` restarts of one container; else ``medium``.
 
+    From logs (`infradoctor logs`): the signature catalog's ``crash_loop_backoff``, ``container_oom_killed`` and
+    ``probe_failed`` lines merged into incidents per source and time window. ``high`` for an OOM kill or a crash
+    back-off (as from kube-state-metrics); probe failures alone are ``low`` (a probe failing under load is worth
+    knowing, not yet a restart).
+
 Fix:
     OOMKilled: raise the container's memory limit to what it uses at peak (or lower its batch size / KV-cache
     share); CrashLoopBackOff: read the previous container's log (``kubectl logs --previous``) for the start-up
     error; repeated restarts without a reason: check liveness probes (a probe that times out under load kills a
     healthy but busy server).
+
+    From logs (`infradoctor logs`): the same; for probes, make them answer what the server can answer while busy (a
+    cheap health endpoint, a timeout above its p99, a startupProbe as long as the model takes to load).
 """
 
 from __future__ import annotations
@@ -30,6 +46,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from infradoctor.findings import Finding, Location, Rule, Severity
+from infradoctor.logs.evidence import LogsEvidence
+from infradoctor.logs.incidents import LogsRuleOptions, signature_findings
 from infradoctor.node.containers import ContainerEvidence, ContainerRestart
 from infradoctor.node.rules._common import NodeOptions
 
@@ -41,7 +59,7 @@ RULE = Rule(
     fix="OOMKilled: raise the memory limit or lower the batch; CrashLoopBackOff: read `kubectl logs --previous`; "
         "frequent restarts: check liveness probe timeouts under load.",
     risk="Higher limits fit fewer pods per node; longer probe timeouts detect real hangs later.",
-    commands=("fleet",),
+    commands=("fleet", "logs"),
 )
 
 MIN_RESTARTS = 1
@@ -100,3 +118,23 @@ def check(evidence: ContainerEvidence, options: NodeOptions) -> list[Finding]:
             location=Location(file=node),
         ))
     return findings
+
+
+LOGS_RESTART_SIGNATURES = ("crash_loop_backoff", "container_oom_killed")
+"""Log signatures that mean a container restarted or cannot start: high."""
+LOGS_SIGNATURES = (*LOGS_RESTART_SIGNATURES, "probe_failed")
+"""The log signatures of this code."""
+
+
+@RULE.check(LogsEvidence, LogsRuleOptions)
+def check_logs(evidence: LogsEvidence, options: LogsRuleOptions) -> list[Finding]:
+    """One finding with every restart and probe failure in the logs; high with an OOM kill or a crash back-off."""
+    incidents = evidence.incidents_of(*LOGS_SIGNATURES)
+    if not incidents:
+        return []
+    restarts = any(i.signature in LOGS_RESTART_SIGNATURES for i in incidents)
+    what = {"crash_loop_backoff": "CrashLoopBackOff", "container_oom_killed": "OOMKilled",
+            "probe_failed": "probe failures"}
+    kinds = [what[s] for s in LOGS_SIGNATURES if evidence.signature_counts.get(s)]
+    return signature_findings(evidence, RULE, LOGS_SIGNATURES, "Container restarts (" + ", ".join(kinds) + ")",
+                              severity=Severity.HIGH if restarts else Severity.LOW)

@@ -1,11 +1,10 @@
-"""Human sections of a ``logs`` result, built from ``result.metrics`` only (renderers escape the text)."""
+"""Human sections of a ``logs`` result, built from its typed metrics (renderers escape the text)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
+from infradoctor.logs.metrics import LogsMetrics
 from infradoctor.report.sections import Cell, Section, Table
 from infradoctor.result import Result
 
@@ -17,148 +16,85 @@ MAX_EXAMPLES = 5
 """Example lines shown under the incidents table (one per incident, largest first)."""
 
 
-def _list(metrics: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
-    value = metrics.get(key)
-    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, Sequence) else []
+def _short(text: str, limit: int = EXAMPLE_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _short(text: Any, limit: int = EXAMPLE_CHARS) -> str:
-    value = str(text or "")
-    return value if len(value) <= limit else value[: limit - 1] + "…"
-
-
-def _window(start: Any, end: Any) -> str:
+def _window(start: str | None, end: str | None) -> str:
     """``2026-11-29 10:01:10 - 10:01:37`` from ISO times (the date once when both are on the same day)."""
     if not start:
         return "no timestamps"
-    first = str(start).replace("T", " ").rstrip("Z")
-    last = str(end or start).replace("T", " ").rstrip("Z")
+    first = start.replace("T", " ").rstrip("Z")
+    last = (end or start).replace("T", " ").rstrip("Z")
     if last[:10] == first[:10]:
         last = last[11:]
     return first if last == first[11:] else f"{first} - {last}"
 
 
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in counts.items())
+
+
 def sections(result: Result) -> list[Section]:
-    """Incidents, upstreams, router split, timeline peaks, node/app errors, and files."""
-    metrics = result.metrics
+    """Incidents, upstreams, router split, flags, timeline peaks, node/app errors, and files."""
+    metrics = LogsMetrics.from_dict(result.metrics)
     out: list[Section] = []
     rows: list[tuple[Cell, ...]]
-    incidents = _list(metrics, "incidents")
-    if incidents:
-        rows = [
-            (i.get("kind"), i.get("code"), i.get("subject"), _window(i.get("start"), i.get("end")), i.get("count"),
-             Path(str(i.get("file") or "")).name)
-            for i in incidents[:MAX_ROWS]
-        ]
-        total = len(incidents) + int(metrics.get("incidents_dropped") or 0)
-        examples = [
-            f"{i.get('kind')} @ {i.get('subject')}: {_short(i['examples'][0])}"
-            for i in incidents[:MAX_EXAMPLES] if i.get("examples")
-        ]
+    if metrics.incidents:
+        rows = [(i.kind, i.code, i.subject, _window(i.start, i.end), i.failures, i.count,
+                 ", ".join(Path(f).name for f in (i.files or (i.file,))))
+                for i in metrics.incidents[:MAX_ROWS]]
+        total = len(metrics.incidents) + metrics.incidents_dropped
+        examples = [f"{i.kind} @ {i.subject}: {_short(i.examples[0])}"
+                    for i in metrics.incidents[:MAX_EXAMPLES] if i.examples]
         out.append(Section(
             "Incidents",
-            tables=[Table(("kind", "code", "subject", "window (UTC)", "count", "file"), rows,
+            tables=[Table(("kind", "code", "subject", "window (UTC)", "failures", "lines", "files"), rows,
                           title=f"largest {MAX_ROWS} of {total}" if total > MAX_ROWS else "")],
             lines=examples,
         ))
-    upstreams = _list(metrics, "upstreams")
-    if upstreams:
-        rows = [
-            (
-                u.get("upstream"),
-                u.get("requests"),
-                u.get("errors"),
-                u.get("error_rate"),
-                u.get("p50_ms"),
-                u.get("p99_ms"),
-            )
-            for u in upstreams[:MAX_ROWS]
-        ]
-        out.append(
-            Section(
-                "Upstreams", tables=[Table(("upstream", "requests", "errors", "error rate", "p50 ms", "p99 ms"), rows)]
-            )
-        )
-    split = metrics.get("router_split")
-    if isinstance(split, Mapping) and split.get("requests"):
-        out.append(
-            Section(
-                "Router vs upstream time",
-                tables=[
-                    Table(
-                        ("", "p50 ms", "p99 ms"),
-                        [
-                            ("request (router log)", split.get("request_p50_ms"), split.get("request_p99_ms")),
-                            ("upstream", split.get("upstream_p50_ms"), split.get("upstream_p99_ms")),
-                            ("router's own time", split.get("router_p50_ms"), split.get("router_p99_ms")),
-                        ],
-                        title=f"router = request minus upstream time; {split.get('requests')} single-attempt requests",
-                    )
-                ],
-            )
-        )
-    timeline = metrics.get("timeline")
-    if isinstance(timeline, Mapping):
-        points = [p for p in timeline.get("points") or [] if isinstance(p, Mapping)]
-        failing = [p for p in points if p.get("kinds")]
-        if failing:
-            worst = sorted(failing, key=lambda p: -sum((p.get("kinds") or {}).values()))[:10]
-            rows = [
-                (
-                    p.get("t"),
-                    p.get("total"),
-                    ", ".join(f"{k} {v}" for k, v in (p.get("status") or {}).items()),
-                    ", ".join(f"{k} {v}" for k, v in (p.get("kinds") or {}).items()),
-                )
-                for p in sorted(worst, key=lambda p: str(p.get("t")))
-            ]
-            out.append(
-                Section(
-                    "Timeline: worst buckets",
-                    tables=[
-                        Table(
-                            ("time", "lines", "status", "failures"),
-                            rows,
-                            title=f"{timeline.get('bucket_s')} s buckets; all {len(points)} in metrics.timeline",
-                        )
-                    ],
-                )
-            )
-    xids = _list(metrics, "xid")
-    if xids:
-        out.append(
-            Section(
-                "GPU Xid errors",
-                tables=[
-                    Table(
-                        ("xid", "device", "count", "meaning", "action"),
-                        [
-                            (x.get("code"), x.get("device"), x.get("count"), x.get("meaning"), x.get("action"))
-                            for x in xids
-                        ],
-                    )
-                ],
-            )
-        )
-    exceptions = metrics.get("exceptions")
-    if isinstance(exceptions, Mapping) and exceptions:
-        out.append(
-            Section(
-                "Python exceptions", tables=[Table(("exception", "tracebacks"), list(exceptions.items())[:MAX_ROWS])]
-            )
-        )
-    files = _list(metrics, "files")
-    if files:
-        rows = [
-            (
-                f.get("file"),
-                f.get("error") or f.get("format"),
-                f.get("engine"),
-                f.get("lines"),
-                f.get("parsed"),
-                ", ".join(f"{k} {v}" for k, v in (f.get("skipped") or {}).items()),
-            )
-            for f in files[:50]
-        ]
-        out.append(Section("Files", tables=[Table(("file", "format", "engine", "lines", "parsed", "skipped"), rows)]))
+    if metrics.upstreams:
+        rows = [(u.upstream, u.requests, u.errors, u.error_rate, u.p50_ms, u.p99_ms, u.timed)
+                for u in metrics.upstreams[:MAX_ROWS]]
+        out.append(Section("Upstreams", tables=[Table(
+            ("upstream", "requests", "errors", "error rate", "p50 ms", "p99 ms", "n timed"), rows)]))
+    split = metrics.router_split
+    head = metrics.headline
+    if split.requests or head.request_latency_n:
+        out.append(Section("Router vs upstream time", tables=[Table(
+            ("", "p50 ms", "p99 ms", "n"),
+            [
+                ("request (router log)", split.request_p50_ms, split.request_p99_ms, split.request_n),
+                ("upstream", split.upstream_p50_ms, split.upstream_p99_ms, split.upstream_n),
+                ("router's own time", split.router_p50_ms, split.router_p99_ms, split.requests),
+            ],
+            title=f"request percentiles over {head.request_population or 'timed requests'}; router = request minus "
+                  "upstream time of single-attempt requests",
+        )]))
+    if metrics.envoy_flags or metrics.haproxy_states:
+        tables = []
+        if metrics.envoy_flags:
+            tables.append(Table(("Envoy flag", "requests"), list(metrics.envoy_flags.items())[:MAX_ROWS]))
+        if metrics.haproxy_states:
+            tables.append(Table(("HAProxy termination", "requests"), list(metrics.haproxy_states.items())[:MAX_ROWS]))
+        out.append(Section("Response flags and termination states", tables=tables))
+    failing = [p for p in metrics.timeline.points if p.kinds]
+    if failing:
+        worst = sorted(failing, key=lambda p: -sum(p.kinds.values()))[:10]
+        rows = [(p.t, p.total, _counts(p.status), _counts(p.kinds)) for p in sorted(worst, key=lambda p: str(p.t))]
+        out.append(Section("Timeline: worst buckets", tables=[Table(
+            ("time", "lines", "status", "failures"), rows,
+            title=f"{metrics.timeline.bucket_s} s buckets; all {len(metrics.timeline.points)} in metrics.timeline")]))
+    if metrics.xid:
+        out.append(Section("GPU Xid errors", tables=[Table(
+            ("xid", "device", "count", "meaning", "action", "caused by"),
+            [(x.code, x.device, x.count, x.meaning, x.action, x.caused_by) for x in metrics.xid])]))
+    if metrics.exceptions:
+        out.append(Section("Python exceptions", tables=[Table(
+            ("exception", "tracebacks"), list(metrics.exceptions.items())[:MAX_ROWS])]))
+    if metrics.files:
+        rows = [(f.file, f.error or f.format, f.engine, f.lines, f.parsed, _counts(f.formats), _counts(f.envelopes),
+                 _counts(f.skipped)) for f in metrics.files[:50]]
+        out.append(Section("Files", tables=[Table(
+            ("file", "format", "engine", "lines", "parsed", "formats", "envelopes", "skipped"), rows)]))
     return out

@@ -18,9 +18,12 @@ How it is measured:
     median must be under ``MAX_ROUTER_SHARE`` of the routed median or not significant (its 95% bootstrap interval
     reaches zero). Each side needs ``MIN_SAMPLES`` successful requests.
 
-    From logs (`infradoctor logs`): The p99 of successful requests (status below 500; failures are R006-R008's) is
-    at least :data:`SLOW_P99_MS` (1 s) and the router's own time (request minus upstream, see R001) is at most
-    :data:`ROUTER_SHARE_MAX` (10%) of it, with at least ``min_requests`` requests that log both times.
+    From logs (`infradoctor logs`): The p99 of successful requests an upstream answered (status below 500; failures
+    are R006-R008's) is at least :data:`SLOW_P99_MS` (1 s) and the router's own time (request minus upstream, see
+    R001) is at most :data:`ROUTER_SHARE_MAX` (10%) of it, with at least ``min_requests`` requests that log both
+    times. When one or a few upstreams are the slow ones (p99 at least :data:`SLOW_UPSTREAM_FACTOR` (3) times the
+    median p99 of the others, each with ``min_requests`` timed attempts), the finding names them; otherwise the
+    backends are slow alike. Every percentile comes with the number of requests behind it.
 
 Fix:
     Diagnose the backend directly: ``infradoctor load`` against one backend URL for latency under load,
@@ -32,8 +35,10 @@ Fix:
 
 from __future__ import annotations
 
+from statistics import median
+
 from infradoctor.findings import Finding, Rule, Severity
-from infradoctor.logs.evidence import LogsEvidence, hist_quantile
+from infradoctor.logs.evidence import LogsEvidence, UpstreamStats, hist_quantile
 from infradoctor.logs.incidents import LogsRuleOptions
 from infradoctor.route.evidence import RouteEvidence
 from infradoctor.route.rules._common import RuleOptions
@@ -97,18 +102,50 @@ ROUTER_SHARE_MAX = 0.1
 """The router's p99 time must be at most this share of the request p99."""
 
 
+SLOW_UPSTREAM_FACTOR = 3.0
+"""An upstream whose p99 is at least this many times the others' median p99 is named as the slow one."""
+
+
+def slow_upstreams(evidence: LogsEvidence, options: LogsRuleOptions) -> list[UpstreamStats]:
+    """The upstreams whose p99 stands out from the others' (slowest first); [] when none does or only one is."""
+    pool = [u for u in evidence.upstreams if u.timed >= options.min_requests and u.p99_ms is not None]
+    if len(pool) < 2:
+        return []
+    slow = []
+    for upstream in pool:
+        others = [u.p99_ms for u in pool if u is not upstream and u.p99_ms is not None]
+        if upstream.p99_ms is not None and upstream.p99_ms >= SLOW_UPSTREAM_FACTOR * max(median(others), 1.0):
+            slow.append(upstream)
+    return sorted(slow, key=lambda u: -(u.p99_ms or 0.0)) if len(slow) < len(pool) else []
+
+
 @RULE.check(LogsEvidence, LogsRuleOptions)
 def check_logs(evidence: LogsEvidence, options: LogsRuleOptions) -> list[Finding]:
-    """Slow requests whose time is upstream time."""
+    """Slow requests whose time is upstream time, naming the slow upstream(s) when some stand out."""
     request_p99 = hist_quantile(evidence.success_hist, 0.99)
     router_p99 = evidence.overhead_p99_ms
     if request_p99 is None or router_p99 is None or evidence.overhead_samples < options.min_requests:
         return []
     if request_p99 < SLOW_P99_MS or router_p99 > ROUTER_SHARE_MAX * request_p99:
         return []
+    slow = slow_upstreams(evidence, options)
+    evidence_out: dict[str, object] = {
+        "success_p99_ms": request_p99, "success_n": evidence.success_n, "upstream_p99_ms": evidence.upstream_p99_ms,
+        "upstream_n": evidence.upstream_latency_n, "router_p99_ms": router_p99, "requests": evidence.overhead_samples,
+        "slow_upstreams": [{"upstream": u.upstream, "p99_ms": u.p99_ms, "p50_ms": u.p50_ms, "n": u.timed}
+                           for u in slow],
+    }
+    if slow:
+        fast = [u.p99_ms for u in evidence.upstreams if u not in slow and u.p99_ms is not None]
+        names = ", ".join(u.upstream for u in slow[:3])
+        first = slow[0]
+        evidence_out["others_median_p99_ms"] = median(fast) if fast else None
+        title = (f"{names} {'is the slow upstream' if len(slow) == 1 else 'are the slow upstreams'}: p99 "
+                 f"{first.p99_ms:.0f} ms (n={first.timed}) vs {median(fast) if fast else 0:.0f} ms for the others; "
+                 f"the router adds only {router_p99:.0f} ms")
+        return [RULE.finding(title, evidence_out,
+                             fix=f"Diagnose {names} directly (infradoctor load against it, infradoctor node on its "
+                                 "node); drain it or enable outlier detection if it stays slow.")]
     return [RULE.finding(
-            f"Successful requests take {request_p99:.0f} ms at p99 and the router adds only "
-                         f"{router_p99:.0f} ms: the backends are slow", {
-                             "success_p99_ms": request_p99, "upstream_p99_ms": evidence.upstream_p99_ms,
-                             "router_p99_ms": router_p99, "requests": evidence.overhead_samples,
-                         })]
+        f"Successful requests take {request_p99:.0f} ms at p99 (n={evidence.success_n}) and the router adds only "
+        f"{router_p99:.0f} ms: the backends are slow", evidence_out)]

@@ -28,7 +28,9 @@ How it is measured:
 
     From logs (`infradoctor logs`): Share of requests with more than one attempt, and extra attempts per request,
     from the attempts histogram; the finding fires at :data:`RETRY_SHARE` (5%) or above (at least ``min_requests``
-    requests), or on any ``URX``.
+    requests), or on any ``URX`` (each flag of a list such as ``UF,URX`` counts). Exhausted retries alone are high
+    with at least ``min_requests`` requests and :data:`RETRY_SHARE` of them exhausted; with fewer requests they are
+    medium (too few to judge a retry rate; the failure behind them is its own finding).
 
 Fix:
     Give retries a budget (Envoy ``retry_budget`` 20%, min 3; nginx ``proxy_next_upstream_tries 2`` and
@@ -108,16 +110,24 @@ def check_logs(evidence: LogsEvidence, options: LogsRuleOptions) -> list[Finding
     extra = sum((a - 1) * c for a, c in evidence.attempts.items() if a > 1)
     exhausted = evidence.signature_counts.get("retry_limit_exceeded", 0)
     share = retried / counted if counted else 0.0
-    if (counted >= options.min_requests and share >= RETRY_SHARE) or exhausted:
-        title = f"{share:.0%} of requests needed more than one upstream attempt" if counted else \
-            f"{exhausted} requests exhausted their retries"
-        return [RULE.finding(
-            title, {
+    retrying = counted >= options.min_requests and share >= RETRY_SHARE
+    if not (retrying or exhausted):
+        return []
+    enough = evidence.requests >= options.min_requests
+    severity = Severity.HIGH if retrying or (enough and exhausted / evidence.requests >= RETRY_SHARE) \
+        else Severity.MEDIUM
+    if retrying:
+        title = f"{share:.0%} of {counted} requests needed more than one upstream attempt"
+    else:
+        title = (f"{exhausted} request{'s' if exhausted != 1 else ''} exhausted their retries"
+                 + (f" ({exhausted / evidence.requests:.0%} of {evidence.requests})" if evidence.requests else ""))
+    return [RULE.finding(
+        title, {
             "requests_with_attempts": counted, "retried_requests": retried, "retry_share": round(share, 4),
             "extra_attempts": extra, "load_multiplier": round((counted + extra) / counted, 3) if counted else None,
-            "retry_limit_exceeded": exhausted, "attempts_histogram": {str(k): v for k, v in evidence.attempts.items()},
-        }, impact=share or None)]
-    return []
+            "retry_limit_exceeded": exhausted, "requests": evidence.requests,
+            "attempts_histogram": {str(k): v for k, v in evidence.attempts.items()},
+        }, severity=severity, impact=share or None)]
 
 
 @RULE.check(RouterEvidence)

@@ -28,8 +28,9 @@ How it is measured:
     it is counted in ``syn_retransmits`` with its time. The probes are spaced a little so that they do not
     themselves overflow a small accept queue.
 
-    From logs (`infradoctor logs`): Signature catalog matches (``upstream_connect_error`` and ``upstream_reset``)
-    merged into incidents per upstream and time window.
+    From logs (`infradoctor logs`): Signature catalog matches (``upstream_connect_error``, ``upstream_reset``,
+    ``upstream_protocol_error`` for Envoy ``UPE``, ``dns_resolution_failed`` for ``DF``) merged into incidents per
+    upstream and time window; the same failure in an access and an error log is one failure.
 
 Fix:
     Check the endpoint's listen backlog and accept rate (``ss -lnt``: Recv-Q at Send-Q means a full queue), socket
@@ -108,5 +109,9 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
 @RULE.check(LogsEvidence, LogsRuleOptions)
 def check_logs(evidence: LogsEvidence, options: LogsRuleOptions) -> list[Finding]:
     """One finding with every connect-failure and reset incident."""
-    return signature_findings(evidence, RULE, ("upstream_connect_error", "upstream_reset"),
-                              "Upstream connect failures and resets")
+    return signature_findings(evidence, RULE, LOGS_SIGNATURES, "Upstream connect failures and resets")
+
+
+LOGS_SIGNATURES = ("upstream_connect_error", "upstream_reset", "upstream_protocol_error", "dns_resolution_failed")
+"""The log signatures of this code: connect failures, resets, upstream protocol errors (Envoy ``UPE``), DNS
+failures (``DF``)."""

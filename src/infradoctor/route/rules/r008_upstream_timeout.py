@@ -120,14 +120,14 @@ def infer_timeout_ms(durations: dict[int, int]) -> tuple[float | None, float]:
 @RULE.check(LogsEvidence, LogsRuleOptions)
 def check_logs(evidence: LogsEvidence, options: LogsRuleOptions) -> list[Finding]:
     """One finding with every timeout incident and the inferred timeout."""
-    incidents = evidence.incidents_of("upstream_timeout")
+    incidents = evidence.incidents_of(*LOGS_SIGNATURES)
     if not incidents:
         return []
     summary = incident_summary(incidents)
     durations = dict(evidence.signature_durations.get("upstream_timeout", {}))
     timeout_ms, share = infer_timeout_ms(durations)
     success_p99 = hist_quantile(evidence.success_hist, 0.99)
-    count = int(str(summary["count"]))
+    count = int(str(summary["failures"]))
     title = f"{count} request{'s' if count != 1 else ''} timed out at the router"
     if timeout_ms is not None:
         title += f" after ~{timeout_ms / 1000:.2f} s (inferred router timeout)"
@@ -143,5 +143,10 @@ def check_logs(evidence: LogsEvidence, options: LogsRuleOptions) -> list[Finding
         "durations_near_median_share": round(share, 3),
         "timed_requests": sum(durations.values()),
         "success_p99_ms": success_p99,
-    }, fix=fix, impact=min(1.0, int(str(summary["count"])) / evidence.requests) if evidence.requests else None,
+        "success_n": evidence.success_n,
+    }, fix=fix, impact=min(1.0, count / evidence.requests) if evidence.requests else None,
         location=largest_file(incidents))]
+
+
+LOGS_SIGNATURES = ("upstream_timeout", "upstream_max_stream_duration")
+"""The log signatures of this code: the router's upstream timeout, and Envoy's max stream duration (``UMSDR``)."""

@@ -1,7 +1,8 @@
 """R009 router-queueing: requests wait inside the router for a backend connection or slot.
 
 What it detects:
-    Requests waiting inside the router: HAProxy queue time (``Tw``) large and growing minute over minute, and
+    Requests waiting inside the router: HAProxy queue time (``Tw``) large and growing minute over minute, or large
+    for a burst of minutes (a load spike the backends could not absorb, even if it ends before the log does), and
     requests rejected by a full queue or circuit breaker (Envoy ``UO``, HAProxy ``sQ``).
 
     From the router's statistics (``--router-stats``): Envoy's pending queue (``upstream_rq_pending_active`` gauge,
@@ -18,8 +19,9 @@ How it is measured:
     queue, HAProxy ``qmax`` above zero, or any overflow), with the configured limits in the evidence.
 
     From logs: Mean ``Tw`` per minute; the finding fires when the worst minute's mean reaches :data:`QUEUE_MS` (50 ms)
-    and the last third of the minutes averages at least :data:`GROWTH` (2) times the first third (or the overflow
-    signature occurs).
+    and the last third of the minutes averages at least :data:`GROWTH` (2) times the first third; or when a burst of at
+    least :data:`BURST_MINUTES` (2) consecutive minutes each averages :data:`QUEUE_MS` or more and :data:`GROWTH` times
+    the median of the other minutes; or when the overflow signature occurs.
 
 Fix:
     Add backend capacity or replicas, or raise per-server maxconn / circuit-breaker limits in step with what each
@@ -47,6 +49,8 @@ QUEUE_MS = 50.0
 """Mean queue time in the worst minute at or above which queueing matters."""
 GROWTH = 2.0
 """Last third over first third of the minutes' mean queue time that counts as growing."""
+BURST_MINUTES = 2
+"""Consecutive minutes of queueing that make a burst."""
 
 
 @RULE.check(LogsEvidence, LogsRuleOptions)
@@ -60,21 +64,57 @@ def check(evidence: LogsEvidence, options: LogsRuleOptions) -> list[Finding]:
         first = _mean(minutes[:third])
         last = _mean(minutes[-third:])
         growing = len(minutes) >= 3 and last >= GROWTH * max(first, 1.0)
-        if worst[2] >= QUEUE_MS and (growing or len(minutes) < 3):
-            findings.append(RULE.finding(
-            f"Router queue time reached {worst[2]:.0f} ms mean in a minute"
-                + (f", growing from {first:.0f} to {last:.0f} ms" if growing else ""),
-                {"worst_minute": iso(worst[0] * 60), "worst_mean_queue_ms": round(worst[2], 1),
-                 "worst_max_queue_ms": worst[3], "first_third_mean_ms": round(first, 1),
-                 "last_third_mean_ms": round(last, 1), "minutes": len(minutes), "growing": growing},
-            ))
+        burst = _burst(minutes)
+        if worst[2] >= QUEUE_MS and (growing or burst is not None or len(minutes) < 3):
+            title = f"Router queue time reached {worst[2]:.0f} ms mean in a minute"
+            if growing:
+                title += f", growing from {first:.0f} to {last:.0f} ms"
+            elif burst is not None:
+                title += (f" in a burst of {burst[1] - burst[0] + 1} minutes from {iso(burst[0] * 60)} (mean "
+                          f"{burst[2]:.0f} ms vs {burst[3]:.0f} ms in the other minutes)")
+            findings.append(RULE.finding(title, {
+                "worst_minute": iso(worst[0] * 60), "worst_mean_queue_ms": round(worst[2], 1),
+                "worst_max_queue_ms": worst[3], "first_third_mean_ms": round(first, 1),
+                "last_third_mean_ms": round(last, 1), "minutes": len(minutes), "growing": growing,
+                "requests": sum(m[1] for m in minutes),
+                "burst": None if burst is None else {"start": iso(burst[0] * 60), "end": iso(burst[1] * 60 + 59),
+                                                     "mean_queue_ms": round(burst[2], 1),
+                                                     "others_median_ms": round(burst[3], 1)},
+            }))
     overflow = evidence.incidents_of("upstream_overflow")
     if overflow:
         summary = incident_summary(overflow)
         findings.append(RULE.finding(
-            f"{summary['count']} requests rejected by a full queue or circuit breaker",
-                                     summary))
+            f"{summary['failures']} requests rejected by a full queue or circuit breaker", summary))
     return findings
+
+
+def _burst(minutes: tuple[tuple[int, int, float, int], ...]) -> tuple[int, int, float, float] | None:
+    """(first minute, last minute, mean queue ms, others' median ms) of the longest queueing burst, or None.
+
+    A burst is a run of consecutive minutes, each with a mean Tw of at least QUEUE_MS, at least BURST_MINUTES long,
+    whose mean is at least GROWTH times the median of the other minutes' means.
+    """
+    best: tuple[int, int] | None = None
+    run_start: int | None = None
+    for index, (minute, _n, mean, _max) in enumerate(minutes):
+        contiguous = index > 0 and minute == minutes[index - 1][0] + 1
+        if mean >= QUEUE_MS:
+            if run_start is None or not contiguous:
+                run_start = index
+            if best is None or index - run_start > best[1] - best[0]:
+                best = (run_start, index)
+        else:
+            run_start = None
+    if best is None or best[1] - best[0] + 1 < BURST_MINUTES:
+        return None
+    inside = minutes[best[0]:best[1] + 1]
+    outside = sorted(m[2] for m in minutes[:best[0]] + minutes[best[1] + 1:])
+    others = outside[len(outside) // 2] if outside else 0.0
+    mean = _mean(inside)
+    if outside and mean < GROWTH * max(others, 1.0):
+        return None
+    return inside[0][0], inside[-1][0], mean, others
 
 
 def _mean(minutes: tuple[tuple[int, int, float, int], ...]) -> float:
