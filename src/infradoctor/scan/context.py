@@ -336,6 +336,9 @@ class FileContext:
         """The file exports models (``torch.onnx.export``, ``torch.jit.trace``...)."""
         self.is_test = test
         """The file is test code (``test_*.py``, ``conftest.py``): only the rules that run on tests see it."""
+        self.in_test_folder = False
+        """The file is under a folder of test code (``tests/``): helpers and fixtures, servers for end-to-end
+        tests."""
         self.summaries: dict[int, Summary] = {}
         """Function summaries by ``id()`` of the definition node (the tree outlives the pass)."""
         self.hits: list[Hit] = []

@@ -38,7 +38,7 @@ from infradoctor.scan.config import (
 )
 from infradoctor.scan.context import Hit
 from infradoctor.scan.dispatch import RuleSet
-from infradoctor.scan.knowledge import TEST_FILE_RE
+from infradoctor.scan.knowledge import TEST_DIR_RE, TEST_FILE_RE
 from infradoctor.scan.violations import FIX_ONLY_PROBLEMS, AppliedFix, FileProblem, Violation
 from infradoctor.scan.visitor import visit_file
 
@@ -185,7 +185,12 @@ def is_test_path(relative: str) -> bool:
     return TEST_FILE_RE.search(relative.replace("\\", "/")) is not None
 
 
-def run_rules(tree: ast.Module, path: str, codes: frozenset[str], *, test: bool = False
+def in_test_folder(relative: str) -> bool:
+    """A path under a folder of test code (``tests/``, ``integration-tests/``)."""
+    return TEST_DIR_RE.search(relative.replace("\\", "/")) is not None
+
+
+def run_rules(tree: ast.Module, path: str, codes: frozenset[str], *, test: bool = False, test_folder: bool = False
               ) -> tuple[list[Hit], dict[str, Any]]:
     """The hits of the selected rules on a parsed module (one visitor pass) and the file's cross-file facts.
 
@@ -194,7 +199,7 @@ def run_rules(tree: ast.Module, path: str, codes: frozenset[str], *, test: bool 
     """
     if test:
         codes = codes & TEST_CODES
-    ctx = visit_file(tree, path, rule_set(codes), test=test)
+    ctx = visit_file(tree, path, rule_set(codes), test=test, test_folder=test_folder)
     return [h for h in ctx.hits if h.code in codes], ctx.facts
 
 
@@ -215,11 +220,11 @@ class _FileOutcome:
 
 
 def _check_text(text: str, display: str, codes: frozenset[str], *, test: bool = False,
-                unsafe_fixes: bool = False) -> _FileOutcome:
+                test_folder: bool = False, unsafe_fixes: bool = False) -> _FileOutcome:
     """Parse and check one file's text (raises SyntaxError/ValueError/RecursionError on unparsable input)."""
     tree = ast.parse(text, filename=display)
     lines = text.splitlines()
-    hits, facts = run_rules(tree, display, codes, test=test)
+    hits, facts = run_rules(tree, display, codes, test=test, test_folder=test_folder)
     kept: list[Hit] = []
     suppressed = 0
     for hit in hits:
@@ -340,7 +345,8 @@ def scan_source(text: str, path: str = "<string>", select: Iterable[str] | None 
     ``path`` decides whether it is test code (``tests/x.py``, ``test_x.py``) unless ``include_tests``.
     """
     codes = frozenset(select) if select is not None else frozenset(DEFAULT_CODES)
-    return _check_text(text, path, codes, test=not include_tests and is_test_path(path)).violations
+    return _check_text(text, path, codes, test=not include_tests and is_test_path(path),
+                       test_folder=not include_tests and in_test_folder(path)).violations
 
 
 def apply_edits(data: bytes, hits: Sequence[Hit]) -> bytes:
@@ -469,7 +475,8 @@ def scan_paths(paths: Sequence[str | Path], options: ScanOptions | None = None) 
         for path in iter_files([root], problems, config_for=lambda _p, c=config: c):
             relative = os.path.relpath(path, base) if base is not None else path.name
             test = not options.include_tests and is_test_path(relative)
-            outcome = _scan_file(path, config, options, problems, fixes, test=test)
+            folder = not options.include_tests and in_test_folder(relative)
+            outcome = _scan_file(path, config, options, problems, fixes, test=test, test_folder=folder)
             if outcome is None:
                 continue
             files += 1
@@ -492,7 +499,7 @@ def scan_paths(paths: Sequence[str | Path], options: ScanOptions | None = None) 
 
 
 def _scan_file(path: Path, config: ScanConfig, options: ScanOptions, problems: list[FileProblem],
-               fixes: list[AppliedFix], *, test: bool = False) -> _FileOutcome | None:
+               fixes: list[AppliedFix], *, test: bool = False, test_folder: bool = False) -> _FileOutcome | None:
     display = display_path(path)
     codes = config.select - config.ignored_for(path)
     launcher = launchers.kind(path.name) if not path.name.endswith(".py") else None
@@ -533,7 +540,8 @@ def _scan_file(path: Path, config: ScanConfig, options: ScanOptions, problems: l
         problems.append(FileProblem(display, "decode-error", f"cannot decode: {exc}"))
         return None
     try:
-        outcome = _check_text(text, display, codes, test=test, unsafe_fixes=options.unsafe_fixes)
+        outcome = _check_text(text, display, codes, test=test, test_folder=test_folder,
+                              unsafe_fixes=options.unsafe_fixes)
     except SyntaxError as exc:
         problems.append(FileProblem(display, "parse-error", f"{type(exc).__name__}: {exc.msg}", exc.lineno,
                                     exc.offset))
@@ -550,13 +558,13 @@ def _scan_file(path: Path, config: ScanConfig, options: ScanOptions, problems: l
         return None
     if options.fix and any(h.edit for h in outcome.hits):
         outcome = _fix_file(path, display, data, text, outcome, codes, problems, fixes, test=test,
-                            unsafe_fixes=options.unsafe_fixes)
+                            test_folder=test_folder, unsafe_fixes=options.unsafe_fixes)
     return outcome
 
 
 def _fix_file(path: Path, display: str, data: bytes, text: str, outcome: _FileOutcome, codes: frozenset[str],
-              problems: list[FileProblem], fixes: list[AppliedFix], *, test: bool, unsafe_fixes: bool
-              ) -> _FileOutcome:
+              problems: list[FileProblem], fixes: list[AppliedFix], *, test: bool, test_folder: bool,
+              unsafe_fixes: bool) -> _FileOutcome:
     """Write the fixes of one file and re-check it; a fix that breaks parsing is not written."""
     if data.startswith(b"\xef\xbb\xbf") or text.encode("utf-8") != data:
         problems.append(FileProblem(display, "fix-failed", "not fixed: only plain UTF-8 files are rewritten"))
@@ -575,7 +583,7 @@ def _fix_file(path: Path, display: str, data: bytes, text: str, outcome: _FileOu
         problems.append(FileProblem(display, "fix-failed", f"cannot write: {exc.strerror or exc}"))
         return outcome
     fixes.extend(AppliedFix(display, h.line, h.code, h.edit.description) for h in fixable if h.edit)
-    rechecked = _check_text(new_text, display, codes, test=test, unsafe_fixes=unsafe_fixes)
+    rechecked = _check_text(new_text, display, codes, test=test, test_folder=test_folder, unsafe_fixes=unsafe_fixes)
     rechecked.suppressed = outcome.suppressed
     return rechecked
 

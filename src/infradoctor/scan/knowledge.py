@@ -373,6 +373,9 @@ TEST_FILE_RE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test|conftest)\.py$")
 """Test modules (``test_*.py``, ``*_test.py``, ``conftest.py``): performance rules skip them. Other files under
 ``tests/`` (helpers, servers for end-to-end tests) are checked, but their ``test_*`` functions and fixtures are not."""
 
+TEST_DIR_RE = re.compile(r"(^|/)([\w.-]*[-_])?(tests?|testing)/")
+"""Folders of test code (``tests/``, ``integration-tests/``): a coroutine there serves traffic only if it is a route."""
+
 GRAD_DISABLER_NAME_RE = re.compile(r"(inference_mode|no_grad)", re.I)
 """A decorator or context manager from another module named like one (``@smart_inference_mode()``)."""
 

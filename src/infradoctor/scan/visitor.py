@@ -146,6 +146,7 @@ class FileVisitor:
         return scope
 
     def visit_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self._node_hooks(node)
         ctx = self.ctx
         parent = ctx.scope
         self.visit_all(node.decorator_list)
@@ -236,6 +237,7 @@ class FileVisitor:
         self.ctx.scope = parent
 
     def visit_class(self, node: ast.ClassDef) -> None:
+        self._node_hooks(node)
         ctx = self.ctx
         parent = ctx.scope
         self.visit_all(node.decorator_list)
@@ -296,6 +298,7 @@ class FileVisitor:
             hook(frame, ctx)
 
     def visit_for(self, node: ast.For | ast.AsyncFor) -> None:
+        self._node_hooks(node)
         if isinstance(node, ast.AsyncFor):
             self._awaited = node.iter  # `async for x in engine.generate(...)` does not block
         else:
@@ -309,6 +312,7 @@ class FileVisitor:
         self.visit_body(node.orelse)
 
     def visit_while(self, node: ast.While) -> None:
+        self._node_hooks(node)
         frame = self._push_loop(node, None, None)
         scope = self.ctx.scope
         scope.exit_tests += 1  # the loop's own exit condition
@@ -337,6 +341,7 @@ class FileVisitor:
 
     # -- blocks -------------------------------------------------------------------------------------------
     def visit_with(self, node: ast.With | ast.AsyncWith) -> None:
+        self._node_hooks(node)
         ctx = self.ctx
         disabling = 0
         for item in node.items:
@@ -358,6 +363,7 @@ class FileVisitor:
         ctx.scope.grad_disabled -= disabling
 
     def visit_if(self, node: ast.If) -> None:
+        self._node_hooks(node)
         ctx = self.ctx
         scope = ctx.scope
         test = node.test
@@ -719,6 +725,8 @@ def classify_model_call(call: CallInfo, ctx: FileContext) -> None:
     if kind is None:
         if last[:1].isupper() or not is_model_name(key) or K.FUNCTION_VERB_RE.match(last):
             return
+        if isinstance(func, ast.Attribute) and "_" in last and dotted(func.value) not in ("self", "cls"):
+            return  # `serde.serialize_model(obj)`: a function of another object named after what it takes
         kind = V.NAMED
     if kind in V.MODEL_KINDS or kind == V.NAMED:
         call.held_key, call.model, call.work = key, kind, True
@@ -758,9 +766,11 @@ def model_load_kind(call: CallInfo, ctx: FileContext) -> str | None:
     return None
 
 
-def visit_file(tree: ast.Module, path: str, rules: Any, *, test: bool = False) -> FileContext:
+def visit_file(tree: ast.Module, path: str, rules: Any, *, test: bool = False, test_folder: bool = False
+               ) -> FileContext:
     """Index and visit one parsed module with the given rules; the context holds the hits and the facts."""
     ctx = FileContext(path, rules, index_file(tree), test=test)
+    ctx.in_test_folder = test_folder
     FileVisitor(ctx).run(tree)
     return ctx
 

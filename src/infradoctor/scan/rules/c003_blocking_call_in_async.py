@@ -25,7 +25,8 @@ How it is measured:
     that are awaited (``await x.generate()``), iterated with ``async for``, handed to ``asyncio.create_task``/
     ``gather``, or that sit in the arguments of ``asyncio.to_thread``, ``loop.run_in_executor``,
     ``executor.submit``, ``anyio.to_thread.run_sync`` or ``run_in_threadpool`` (these run in a worker thread);
-    async tests (``async def test_*``) and pytest fixtures, which serve no traffic.
+    async tests (``async def test_*``), pytest fixtures and other coroutines under a test folder (``tests/``,
+    ``integration-tests/``) that are not request handlers: they serve no traffic.
 
 Fix:
     ``await asyncio.to_thread(fn, *args)`` or ``await loop.run_in_executor(None, fn, *args)``; or make the
@@ -103,6 +104,8 @@ def _report(call: CallInfo, ctx: FileContext, reason: str) -> None:
 
 def _on_loop(ctx: FileContext, call: CallInfo) -> bool:
     scope = ctx.scope
+    if ctx.in_test_folder and scope.handler is None:
+        return False  # a fixture polling a test server: only a route serves traffic in test code
     return scope.in_async and not scope.offload and not call.awaited and not scope.test
 
 

@@ -5,7 +5,8 @@ What it detects:
     a ``for`` loop or a comprehension whose positional arguments come from the loop variable
     (``for x in samples: model(x)``, ``[model(x.unsqueeze(0)) for x in xs]``, ``for i in range(n): model(data[i])``).
     Not reported: loops over loaders or batches (the iterable or the variable is named ``loader``/``batch``/
-    ``batches``/``dl``, the variable is plural, ``for prompts in chunks``, each item is unpacked as
+    ``batches``/``dl``, the variable is plural, ``for prompts in chunks``, the loop strides through the data,
+    ``for i in range(0, n, bptt)``, each item is unpacked as
     ``for x, y in data``, or only a field of it is used as ``item[0]``), argument tuples (``model(*inputs)``),
     ensembles (the model itself comes from the loop), recurrences (``h = model(x[t], h)``; autoregressive decoding
     that writes the tokens it feeds back, ``tokens[:, pos] = next_token``), time-step indexing (``x[:, t]``; a
@@ -83,6 +84,15 @@ def _derived(frame: LoopFrame, deps: dict[str, set[str]]) -> set[str]:
     return derived
 
 
+def _strided(frame: LoopFrame) -> bool:
+    """``for i in range(0, n, step):`` walks chunks (``get_batch(data, i)``), not items."""
+    node = frame.node
+    iterable = node.iter if isinstance(node, ast.For) else None
+    return (isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and iterable.func.id == "range"
+            and len(iterable.args) == 3 and not (isinstance(iterable.args[2], ast.Constant)
+                                                 and iterable.args[2].value == 1))
+
+
 def _plural(name: str) -> bool:
     """``for prompts in chunks:``: a plural loop variable holds a batch of items, not one."""
     return len(name) > 3 and name.endswith("s") and not name.endswith(("ss", "us", "is"))
@@ -105,7 +115,7 @@ def check_model_call(call: CallInfo, ctx: FileContext) -> None:
         return
     if frame.iter_key and K.LOADER_NAME_RE.search(frame.iter_key.rsplit(".", 1)[-1]):
         return
-    if any(K.LOADER_NAME_RE.search(t) or _plural(t) for t in frame.targets):
+    if any(K.LOADER_NAME_RE.search(t) or _plural(t) for t in frame.targets) or _strided(frame):
         return
     node = call.node
     args = [a for a in node.args if not isinstance(a, ast.Starred)]

@@ -7,7 +7,9 @@ What it detects:
     code execution. Not reported when ``weights_only`` is a variable or ``**kwargs`` is passed; when the file was
     written by the same function (passed to ``torch.save``/``*.save`` before) or lives under a test's temporary
     directory (``tmp_path``, ``tmpdir``); and in the fallback branch of ``except TypeError:`` around a load that
-    passes ``weights_only`` (an old torch that rejects the keyword).
+    passes ``weights_only`` (an old torch that rejects the keyword); inside ``with
+    torch.serialization.safe_globals([...]):``, which allow-lists classes for the weights-only loader that torch
+    2.6 uses by default (the code is written for it).
 
 Why it matters:
     Without ``weights_only=True``, ``torch.load`` unpickles: a crafted checkpoint runs any code on load.
@@ -47,7 +49,9 @@ RULE = Rule(
     commands=("scan",),
 )
 CALL_NAMES = frozenset({"load"})
-NODES = (ast.Try,)
+NODES = (ast.Try, ast.With)
+SAFE_GLOBALS = frozenset({"torch.serialization.safe_globals", "torch.serialization.add_safe_globals"})
+"""Allow-listing classes for the weights-only unpickler: the code is written for weights-only loading."""
 FIX_DESCRIPTION = "added weights_only=True to torch.load(...)"
 OUTPUT_KEYWORDS = frozenset({"output_dir", "out_dir", "output_path", "out_path", "save_dir", "save_path",
                              "output_file", "out_file", "checkpoint_dir_out", "dst", "destination"})
@@ -65,7 +69,12 @@ NEUTRAL_CALLS = frozenset({"len", "isinstance", "type", "id", "sorted", "list"})
 
 
 def check_node(node: ast.AST, ctx: FileContext) -> None:
-    """Note ``except TypeError:`` branches of a ``try`` whose body loads with ``weights_only`` (compat fallbacks)."""
+    """Note ``except TypeError:`` fallbacks around a load with ``weights_only``, and ``safe_globals`` blocks."""
+    if isinstance(node, ast.With):
+        if any(ctx.resolve_expr(item.context_expr) in SAFE_GLOBALS for item in node.items):
+            allowed: list[tuple[int, int]] = ctx.data.setdefault(RULE.code + ":fallback", [])
+            allowed.append((node.lineno, node.end_lineno or node.lineno))
+        return
     if not isinstance(node, ast.Try):
         return
     loads_with_keyword = any(
