@@ -48,6 +48,9 @@ __all__ = ["FIX_ONLY_PROBLEMS", "AppliedFix", "FileProblem", "ScanOptions", "Sca
 MAX_FILE_BYTES = 10 * 1024 * 1024
 """Files larger than this (10 MiB) are skipped with a problem note: generated code, not something to lint."""
 
+MAX_LAUNCHER_BYTES = 1024 * 1024
+"""Launcher files (Dockerfiles, shell, YAML) larger than this (1 MiB) are data, not launchers: skipped quietly."""
+
 DEFAULT_EXCLUDED_DIRS = frozenset(
     {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".tox", ".nox", ".mypy_cache", ".ruff_cache",
      ".pytest_cache", "node_modules", ".infradoctor", ".eggs"}
@@ -511,7 +514,7 @@ def _scan_file(path: Path, config: ScanConfig, options: ScanOptions, problems: l
             problems.append(FileProblem(display, "unreadable", "not a regular file; skipped"))
             return None
         size = st.st_size
-        if size > options.max_file_bytes and launcher is not None:
+        if launcher is not None and size > min(options.max_file_bytes, MAX_LAUNCHER_BYTES):
             return None  # a YAML or shell file this large is data, not a launcher
         if size > options.max_file_bytes:
             problems.append(FileProblem(display, "too-large", f"{size} bytes is over the {options.max_file_bytes} "
