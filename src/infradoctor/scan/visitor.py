@@ -87,7 +87,10 @@ class FileVisitor:
         if fields is None:
             fields = tuple(f for f in cls._fields if f not in ("ctx", "type_comment", "kind"))
             self._fields[cls] = fields
-        self._node_hooks(node)
+        hooks = self.rules.on_node.get(cls)
+        if hooks:
+            for hook in hooks:
+                hook(node, self.ctx)
         visit = self.visit
         for name in fields:
             value = getattr(node, name, None)

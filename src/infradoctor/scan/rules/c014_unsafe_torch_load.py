@@ -77,16 +77,17 @@ def check_node(node: ast.AST, ctx: FileContext) -> None:
         return
     if not isinstance(node, ast.Try):
         return
+    handlers = [h for h in node.handlers if h.type is not None and "TypeError" in names_in(h.type)]
+    if not handlers:  # most try statements catch something else: no need to look into the body
+        return
     loads_with_keyword = any(
         isinstance(n, ast.Call) and any(kw.arg == "weights_only" for kw in n.keywords)
         for stmt in node.body for n in ast.walk(stmt))
     if not loads_with_keyword:
         return
-    for handler in node.handlers:
-        caught = names_in(handler.type) if handler.type is not None else set()
-        if "TypeError" in caught:
-            fallbacks: list[tuple[int, int]] = ctx.data.setdefault(RULE.code + ":fallback", [])
-            fallbacks.append((handler.lineno, handler.end_lineno or handler.lineno))
+    fallbacks: list[tuple[int, int]] = ctx.data.setdefault(RULE.code + ":fallback", [])
+    for handler in handlers:
+        fallbacks.append((handler.lineno, handler.end_lineno or handler.lineno))
 
 
 def _written_here(call: CallInfo, ctx: FileContext) -> bool:
