@@ -6,8 +6,9 @@ autograd is off (``with torch.no_grad():``, ``@torch.inference_mode()``, a proje
 Lightning's validation hooks), whether a call runs in a worker thread, which functions are request handlers (route
 decorators, Ray Serve deployments, serving framework classes such as TorchServe handlers, functions registered with
 ``add_route`` and friends), and per-function data flow (what each name holds: :mod:`infradoctor.scan.values`).
-Calls are classified once (:class:`~infradoctor.scan.context.CallInfo`: a model forward, model work, a load, the
-function of this file that is called) and dispatched to the rules (:mod:`infradoctor.scan.dispatch`).
+Calls are classified once by :mod:`infradoctor.scan.calls` (a model forward, model work, a load, the function of
+this file that is called), functions and blocks get their roles from :mod:`infradoctor.scan.roles`, and events go
+to the rules through :mod:`infradoctor.scan.dispatch`. The visitor itself only walks and keeps the place.
 """
 
 from __future__ import annotations
@@ -18,12 +19,15 @@ from typing import Any
 
 from infradoctor.scan import knowledge as K
 from infradoctor.scan import values as V
+from infradoctor.scan.calls import assigned_kind, classify, classify_model_call, model_load_kind
 from infradoctor.scan.context import CallInfo, FileContext, Hit, LoopFrame, Scope
-from infradoctor.scan.index import FunctionInfo, index_file
-from infradoctor.scan.syntax import chain_has, dotted, is_model_name, names_in, root_key
+from infradoctor.scan.index import index_file
+from infradoctor.scan.roles import disables_grad, once_test, route_decorator
+from infradoctor.scan.syntax import chain_has, dotted, names_in, root_key
 
 # Re-exported for rule modules written against the visitor.
-__all__ = ["CallInfo", "FileContext", "FileVisitor", "Hit", "LoopFrame", "Scope", "model_load_kind"]
+__all__ = ["CallInfo", "FileContext", "FileVisitor", "Hit", "LoopFrame", "Scope", "classify_model_call",
+           "model_load_kind", "visit_file"]
 
 _AST = ast.AST
 _GUARD_OPS = (ast.Is, ast.IsNot, ast.In, ast.NotIn)
@@ -159,7 +163,7 @@ class FileVisitor:
         scope.info = ctx.index.function_of(node)
         for dec in node.decorator_list:
             qual = ctx.resolve_expr(dec)
-            if self._disables_grad(dec, qual):
+            if disables_grad(dec, qual, ctx, self._disabler_cache):
                 scope.grad_disabled = 1
             elif qual in K.RAY_SERVE_DECORATORS:
                 scope.handler = "ray-serve"
@@ -168,7 +172,7 @@ class FileVisitor:
             elif qual is not None and qual.startswith("pytest.fixture"):
                 scope.test = True
             elif scope.handler is None:
-                scope.handler = self._route_decorator(dec)
+                scope.handler = route_decorator(dec, ctx)
         if node.name.startswith("test") and (parent.kind == "module" or (
                 parent.kind == "class" and parent.name.startswith("Test"))):
             scope.test = True
@@ -186,49 +190,9 @@ class FileVisitor:
         self.end_scope(scope)
         ctx.scope = parent
 
-    def _disables_grad(self, dec: ast.expr, qual: str | None) -> bool:
-        """``@torch.no_grad()``, ``@torch.inference_mode()``, or a project's own decorator that applies one."""
-        if qual in K.GRAD_DISABLERS:
-            return True
-        key = dotted(dec.func if isinstance(dec, ast.Call) else dec)
-        if key is None:
-            return False
-        name = key.rsplit(".", 1)[-1]
-        info = self.ctx.index.functions.get(key)
-        if info is not None:
-            cached = self._disabler_cache.get(key)
-            if cached is None:
-                cached = any(self.ctx.resolve(dotted(n)) in K.GRAD_DISABLERS for n in ast.walk(info.node)
-                             if isinstance(n, (ast.Name, ast.Attribute)))
-                self._disabler_cache[key] = cached
-            return cached
-        return K.GRAD_DISABLER_NAME_RE.search(name) is not None
-
     def visit_arguments(self, args: ast.arguments) -> None:
         self.visit_all(args.defaults)
         self.visit_all(args.kw_defaults)
-
-    def _route_decorator(self, dec: ast.expr) -> str | None:
-        """Framework name when ``dec`` is a route decorator such as ``@app.post("/predict")``."""
-        if not isinstance(dec, ast.Call) or not isinstance(dec.func, ast.Attribute):
-            return None
-        if dec.func.attr not in K.ROUTE_DECORATORS:
-            return None
-        base = dotted(dec.func.value)
-        ctor = self.ctx.app_vars.get(base or "")
-        if ctor is not None:
-            return ctor.split(".", 1)[0]
-        if not self.ctx.frameworks:
-            return None
-        path: ast.AST | None = dec.args[0] if dec.args else None
-        if path is None:
-            for kw in dec.keywords:
-                if kw.arg in ("path", "rule", "uri"):
-                    path = kw.value
-        if isinstance(path, ast.Constant) and isinstance(path.value, str) and (
-                path.value.startswith("/") or path.value == ""):
-            return sorted(self.ctx.frameworks)[0]
-        return None
 
     def visit_lambda(self, node: ast.Lambda) -> None:
         self.visit_arguments(node.args)
@@ -359,7 +323,7 @@ class FileVisitor:
             if qual in K.GRAD_DISABLERS or (
                     qual in _NO_GRAD_SETTERS and isinstance(expr, ast.Call) and expr.args
                     and isinstance(expr.args[0], ast.Constant) and expr.args[0].value is False) or (
-                    qual not in _NO_GRAD_SETTERS and self._disables_grad(expr, qual)):
+                    qual not in _NO_GRAD_SETTERS and disables_grad(expr, qual, ctx, self._disabler_cache)):
                 disabling += 1
         ctx.scope.grad_disabled += disabling
         self.visit_body(node.body)
@@ -377,25 +341,13 @@ class FileVisitor:
         guard = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) or (
             isinstance(test, ast.Compare) and any(isinstance(op, _GUARD_OPS) for op in test.ops)) or (
             isinstance(test, ast.Call) and dotted(test.func) in ("hasattr", "getattr"))
-        once = scope.loops and self._once_test(test, scope)
+        once = scope.loops and once_test(test, scope)
         scope.guards += guard
         scope.once_guards += bool(once)
         self.visit_body(node.body)
         scope.guards -= guard
         scope.once_guards -= bool(once)
         self.visit_body(node.orelse)
-
-    @staticmethod
-    def _once_test(test: ast.expr, scope: Scope) -> bool:
-        """``if step % N == 0:`` (every N steps) or ``if i == 0:``/``if rank == r:`` (once per loop)."""
-        for sub in ast.walk(test):
-            if isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.Mod):
-                return True
-            if isinstance(sub, ast.Compare) and any(isinstance(op, ast.Eq) for op in sub.ops):
-                loop_names = set().union(*(f.targets for f in scope.loops))
-                if names_in(sub) & loop_names:
-                    return True
-        return False
 
     # -- assignments and data flow ------------------------------------------------------------------------
     def visit_assign(self, node: ast.Assign | ast.AnnAssign) -> None:
@@ -421,7 +373,7 @@ class FileVisitor:
             return
         ctx = self.ctx
         scope = ctx.scope
-        kind = self._value_kind(value)
+        kind = assigned_kind(value, self._assigned_call, ctx)
         used = names_in(value) if isinstance(value, (ast.BinOp, ast.Call, ast.Name, ast.Subscript,
                                                       ast.Attribute)) else set()
         for target in targets:
@@ -445,28 +397,6 @@ class FileVisitor:
                 scope.kinds[key] = key_kind
                 if used:  # every value the name held: `x = pad(x, ...)` keeps x derived from the loop item
                     scope.deps[key] = scope.deps.get(key, set()) | used
-
-    def _value_kind(self, value: ast.expr) -> str | None:
-        """What an assigned value holds here; a model's output carries a graph only with autograd on."""
-        ctx = self.ctx
-        call = self._assigned_call
-        if call is not None and call.node is value and call.work and call.model in (V.MODEL, V.NAMED):
-            return None if ctx.scope.no_grad else V.OUTPUT
-        if isinstance(value, ast.BinOp):
-            return V.LOSS if self._carries_loss(value) and not ctx.scope.no_grad else None
-        kind = ctx.kind_of(value)
-        if kind in V.GRAPH_KINDS and ctx.scope.no_grad:
-            return None
-        return kind
-
-    def _carries_loss(self, node: ast.AST) -> bool:
-        kinds = self.ctx.scope.kinds
-        for sub in ast.walk(node):
-            if isinstance(sub, ast.Name) and kinds.get(sub.id) == V.LOSS:
-                return True
-            if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr in K.DETACHERS:
-                return False
-        return False
 
     def visit_augassign(self, node: ast.AugAssign) -> None:
         self.generic_visit(node)
@@ -497,97 +427,13 @@ class FileVisitor:
             call.outer_method = self._receiver_of[1]
         iterated = self._iterated is node
         self._iterated = None
-        self._classify(call)
+        classify(call, ctx)
         if iterated:
             ctx.data["iterated"] = call
         self._dispatch_call(call)
         if iterated:
             ctx.data.pop("iterated", None)
         self._visit_call_children(call)
-
-    def _classify(self, call: CallInfo) -> None:
-        """What the call means for the rules (training, grad mode, CUDA, model work, loads, callee)."""
-        ctx = self.ctx
-        scope = ctx.scope
-        node = call.node
-        name = call.name
-        if name is not None:
-            self._training_signals(call, name, scope)
-            self._cuda_signals(call, name)
-        qual = call.qualname
-        if qual in K.EXPORTERS:
-            scope.exports = ctx.exports = True
-        classify_model_call(call, ctx)
-        if call.work:
-            ctx.mark_hot()
-            if call.held_key:
-                ctx.called_models.add(call.held_key)
-            if not scope.offload:
-                scope.summary.work.append((node.lineno, call.held_key or call.key or "model"))
-        call.load_kind = model_load_kind(call, ctx)
-        if call.load_kind is not None and not scope.guards and not call.load_kind.startswith("build"):
-            scope.summary.loads.append((node.lineno, call.load_kind))
-        call.callee_fn = self._callee(call)
-        if name is not None and (name in K.REGISTER_METHODS or (
-                name in ("get", "post", "put", "delete", "patch", "route", "view", "Route", "WebSocketRoute",
-                         "APIRoute") and qual in K.ROUTE_FACTORIES)):
-            self._register_handlers(node)
-
-    def _training_signals(self, call: CallInfo, name: str, scope: Scope) -> None:
-        ctx = self.ctx
-        receiver = (call.receiver_key or "").lower()
-        trains = name in K.TRAINING_METHODS or (name == "step" and "optim" in receiver) or (
-            name in K.TRAINER_FITS and ("trainer" in receiver or ctx.key_kind(call.receiver_key) == V.ACCELERATOR))
-        if trains:
-            scope.trains = ctx.trains = True
-            ctx.mark_hot(trains=True)
-            if name == "backward" and call.receiver is not None:
-                scope.backward_names.update(names_in(call.receiver))
-        elif name == "eval" and call.receiver_key:
-            scope.eval_keys.add(call.receiver_key)
-            ctx.eval_keys.add(call.receiver_key)
-        elif name == "train" and call.receiver_key and not call.node.keywords:
-            ctx.eval_keys.add(call.receiver_key)
-            scope.eval_keys.add(call.receiver_key)
-            args = call.node.args
-            if not args or (isinstance(args[0], ast.Constant) and args[0].value is True):
-                scope.train_mode = True
-
-    def _cuda_signals(self, call: CallInfo, name: str) -> None:
-        ctx = self.ctx
-        node = call.node
-        if ctx.uses_device is None and (name == "cuda" or (name == "to" and node.args and _a_device(
-                node.args[0], ctx)) or any(kw.arg == "device" and _a_device(kw.value, ctx) for kw in node.keywords)):
-            ctx.uses_device = node.lineno
-        if ctx.uses_cuda is not None:
-            return
-        if name == "cuda" or (name == "to" and node.args and ctx.is_cuda_expr(node.args[0])) or (
-                name == "to" and any(kw.arg == "device" and ctx.is_cuda_expr(kw.value) for kw in node.keywords)):
-            ctx.note_cuda(node.lineno)
-            return
-        qual = call.qualname
-        if qual is not None and (qual.startswith(("torch.cuda.", "torch.accelerator.")) or qual in
-                                 K.ACCELERATOR_OBJECTS):
-            ctx.note_cuda(node.lineno)
-            if ctx.uses_device is None:
-                ctx.uses_device = node.lineno
-        elif name == "add_argument" and any(
-                isinstance(a, ast.Constant) and isinstance(a.value, str) and "device" in a.value for a in node.args
-        ) and any(kw.arg == "default" and ctx.is_cuda_expr(kw.value) for kw in node.keywords):
-            ctx.note_cuda(node.lineno)  # `--device` defaults to cuda
-
-    def _callee(self, call: CallInfo) -> FunctionInfo | None:
-        """The function of this file the call runs: ``helper(...)`` or ``self.method(...)``."""
-        func = call.node.func
-        index = self.ctx.index
-        if isinstance(func, ast.Name):
-            if func.id in index.shadowed:
-                return None
-            return index.functions.get(func.id)
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ("self", "cls"):
-            cls = self.ctx.env.cls
-            return self.ctx.values.method(cls, func.attr) if cls is not None else None
-        return None
 
     def _dispatch_call(self, call: CallInfo) -> None:
         ctx = self.ctx
@@ -660,112 +506,7 @@ class FileVisitor:
         self.generic_visit(node)
         sinks.pop()
 
-    def _register_handlers(self, node: ast.Call) -> None:
-        for arg in node.args:
-            if isinstance(arg, ast.Name):
-                self.ctx.registered.add(arg.id)
-            elif isinstance(arg, ast.Attribute):
-                self.ctx.registered_methods.add(arg.attr)
-        for kw in node.keywords:
-            if kw.arg in K.HANDLER_KEYWORDS:
-                if isinstance(kw.value, ast.Name):
-                    self.ctx.registered.add(kw.value.id)
-                elif isinstance(kw.value, ast.Attribute):
-                    self.ctx.registered_methods.add(kw.value.attr)
-
-
 def _noop(node: ast.AST) -> None:
-    return None
-
-
-def _a_device(node: ast.expr, ctx: FileContext) -> bool:
-    """``x.to(node)`` moves to a device (not a dtype cast, not to the CPU)."""
-    if isinstance(node, ast.Constant):
-        return isinstance(node.value, str) and node.value not in ("cpu", "meta")
-    key = dotted(node)
-    if key is not None:
-        qual = ctx.resolve(key)
-        if (qual is not None and qual.startswith(("torch.", "numpy."))) or "dtype" in key.lower():
-            return False  # torch.float16, a dtype variable
-        return ctx.key_kind(key) not in (V.NOT_MODEL, V.HOST) or "device" in key.lower()
-    return isinstance(node, (ast.Call, ast.Attribute, ast.Subscript, ast.IfExp))
-
-
-def classify_model_call(call: CallInfo, ctx: FileContext) -> None:
-    """Set ``call.model``/``forward``/``work``/``held_key``: does the call run a model, and which?"""
-    node = call.node
-    func = node.func
-    name = call.name
-    if name is None or name in K.PYDANTIC_METHODS:
-        return
-    if isinstance(func, ast.Attribute):
-        receiver_key = dotted(func.value)
-        if receiver_key is not None and receiver_key not in ("self", "cls"):
-            kind = ctx.key_kind(receiver_key)
-            if kind in V.MODEL_KINDS:
-                if name in K.HOUSEKEEPING_METHODS:
-                    return
-                call.held_key, call.model, call.work, call.resolved = receiver_key, kind, True, True
-                if kind == V.MODEL and (K.FORWARD_METHOD_RE.match(name) or (
-                        is_model_name(name) and not K.FUNCTION_VERB_RE.match(name))) and not (
-                        K.NOT_FORWARD_NAME_RE.search(receiver_key.rsplit(".", 1)[-1])):
-                    call.forward = bool(node.args or node.keywords)
-                return
-            if kind == V.NAMED or (kind is None and is_model_name(receiver_key)):
-                if name in K.BLOCKING_MODEL_METHODS or K.NAMED_FORWARD_RE.match(name):
-                    call.held_key, call.model, call.work = receiver_key, V.NAMED, True
-                    call.forward = K.NAMED_FORWARD_RE.match(name) is not None and bool(node.args or node.keywords)
-                    return
-            elif kind is not None:
-                return  # a method of something known not to be a model (a pydantic object, a tokenizer)
-    key = call.key
-    if key is None or not (node.args or node.keywords):
-        return
-    last = key.rsplit(".", 1)[-1]
-    if isinstance(func, ast.Name) and (func.id in ctx.defined or func.id in ctx.aliases):
-        return  # a function or class of this file, or an imported one
-    kind = ctx.key_kind(key)
-    if kind is None:
-        if last[:1].isupper() or not is_model_name(key) or K.FUNCTION_VERB_RE.match(last):
-            return
-        if isinstance(func, ast.Attribute) and "_" in last and dotted(func.value) not in ("self", "cls"):
-            return  # `serde.serialize_model(obj)`: a function of another object named after what it takes
-        kind = V.NAMED
-    if kind in V.MODEL_KINDS or kind == V.NAMED:
-        call.held_key, call.model, call.work = key, kind, True
-        call.resolved = kind != V.NAMED
-        call.forward = kind in (V.MODEL, V.NAMED) and not K.NOT_FORWARD_NAME_RE.search(last)
-
-
-def model_load_kind(call: CallInfo, ctx: FileContext) -> str | None:
-    """What kind of model load or build a call is (``torch.load``, ``from_pretrained``, ``build Net``), or None."""
-    name = call.name
-    if name is None:
-        return None
-    func = call.node.func
-    if name in K.MODEL_LOADER_METHODS and isinstance(func, ast.Attribute):
-        if name in ("from_pretrained", "from_single_file") and ctx.values.pretrained_kind(func.value) == V.NOT_MODEL:
-            return None  # a tokenizer or processor: cheap next to the model, and not what C001/C002 are about
-        return name
-    if isinstance(func, ast.Name) and name in ctx.index.classes and ctx.values.category(name).module:
-        return f"build {name}"
-    if isinstance(func, ast.Name) and name in K.MODEL_LOADER_FUNCTIONS:
-        return name
-    qual = call.qualname
-    if qual is None:
-        return None
-    if qual in K.MODEL_LOADERS:
-        args = call.node.args
-        if qual == "torch.load" and args and isinstance(args[0], ast.Call) and (
-                dotted(args[0].func) or "").endswith("BytesIO"):
-            return None  # a tensor sent in a request, not a model (C014 reports the unpickling)
-        return qual
-    if qual in K.MODEL_PRODUCERS:
-        return f"build {qual}"
-    if qual.startswith(K.MODEL_LOADER_PREFIXES) and "Weights" not in qual and name[:1].islower():
-        pretrained = any(kw.arg in ("weights", "pretrained") and not (
-            isinstance(kw.value, ast.Constant) and kw.value.value in (None, False)) for kw in call.node.keywords)
-        return qual if pretrained else f"build {qual}"
     return None
 
 
