@@ -170,3 +170,18 @@ def test_value_kinds() -> None:
     assert values.key_kind("model", env) == V.NAMED
     assert values.key_kind("model_fn", env) == V.NOT_MODEL
     assert values.category("Net").module and values.category("Request").pydantic
+
+
+def test_a_severity_other_than_the_rules_default_reaches_json_and_sarif(tmp_path) -> None:
+    from infradoctor.result import utc_now_iso
+    from infradoctor.scan.engine import ScanOptions, scan_paths
+    from infradoctor.scan.output import to_result
+    from infradoctor.scan.sarif import to_sarif
+
+    (tmp_path / "load.py").write_text("import torch\n\n\ndef load(p):\n    return torch.load(p, weights_only=False)\n",
+                                      encoding="utf-8")
+    report = scan_paths([tmp_path / "load.py"], ScanOptions(use_config=False))
+    [finding] = to_result(report, started_at=utc_now_iso(), paths=[str(tmp_path)]).findings
+    assert finding.code == "C014" and finding.severity.value == "low"
+    [result] = to_sarif(report, base_dir=tmp_path)["runs"][0]["results"]
+    assert result["level"] == "note"
