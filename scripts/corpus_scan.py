@@ -11,7 +11,9 @@ The findings are matched by (file, line, code) against tests/corpus/scan/judgeme
 (`file,line,code,verdict,reason`; verdict true | false | debatable). Hits of rules that were sampled and deliberately
 left unjudged are listed in unsampled.csv (`repo,file,line,code`) and counted apart from new, unjudged hits. Places
 where a rule should fire but did not are in misses.csv (`repo,file,line,code,reason`); the script reports which are
-still missed.
+still missed, and the recall on the code read by hand (repositories marked `read_by_hand` in repos.json: misses
+found, and hits ever judged true of the codes the misses are about, still reported). With `--sample N`, rules with
+more than N hits also get their precision on the seeded sample of N (the judged figure for those rules).
 
 Examples:
     scripts/corpus_scan.py --python .venv/bin/python --pythonpath /work/baseline/src --json /tmp/baseline.json
