@@ -11,7 +11,9 @@ The findings are matched by (file, line, code) against tests/corpus/scan/judgeme
 (`file,line,code,verdict,reason`; verdict true | false | debatable). Hits of rules that were sampled and deliberately
 left unjudged are listed in unsampled.csv (`repo,file,line,code`) and counted apart from new, unjudged hits. Places
 where a rule should fire but did not are in misses.csv (`repo,file,line,code,reason`); the script reports which are
-still missed.
+still missed, and the recall on the code read by hand (repositories marked `read_by_hand` in repos.json: misses
+found, and hits ever judged true of the codes the misses are about, still reported). With `--sample N`, rules with
+more than N hits also get their precision on the seeded sample of N (the judged figure for those rules).
 
 Examples:
     scripts/corpus_scan.py --python .venv/bin/python --pythonpath /work/baseline/src --json /tmp/baseline.json
@@ -171,6 +173,28 @@ def load_judgements(repo: str) -> dict[Key, dict[str, str]]:
     return judged
 
 
+def _recall(misses: list[dict[str, str]], judged: dict[str, dict[Key, dict[str, str]]],
+            found: dict[str, set[Key]], read_by_hand: set[str]) -> dict[str, Any] | None:
+    """Recall on the code read by hand: misses found, and hits ever judged true (of the codes the misses are
+    about, in the repositories read by hand) still reported."""
+    scanned = read_by_hand & set(found)
+    if not scanned:
+        return None
+    codes = sorted({m["code"].strip() for m in misses})
+    miss_keys = {(m["repo"], m["file"].strip(), int(m["line"]), m["code"].strip()) for m in misses
+                 if m["repo"] in scanned}
+    true_keys = {(repo, *key) for repo in scanned for key, row in judged.get(repo, {}).items()
+                 if row["verdict"].strip() == "true" and key[2] in codes}
+    true_keys -= miss_keys
+    misses_found = sum(1 for k in miss_keys if k[1:] in found[k[0]])
+    judged_found = sum(1 for k in true_keys if k[1:] in found[k[0]])
+    positives = len(miss_keys) + len(true_keys)
+    hits = misses_found + judged_found
+    return {"codes": codes, "positives": positives, "found": hits, "recall": hits / positives if positives else 0.0,
+            "misses": len(miss_keys), "misses_found": misses_found, "judged_true": len(true_keys),
+            "judged_found": judged_found}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--python", default=str(ROOT / ".venv" / "bin" / "python"), help="interpreter that runs scan")
@@ -211,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     repo_rows: list[dict[str, Any]] = []
     nondeterministic: list[str] = []
     found_by_repo: dict[str, set[Key]] = {}
+    judgements_by_repo: dict[str, dict[Key, dict[str, str]]] = {}
+    read_by_hand = {r["repo"] for r in repos if r.get("read_by_hand")}
     total_lines = 0
     total_wall = 0.0
     total_scan_s = 0.0
@@ -244,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         total_wall += wall
         total_scan_s += float(result.get("duration_s") or 0.0)
         judged = load_judgements(repo)
+        judgements_by_repo[repo] = judged
         seen: set[Key] = set()
         counts: Counter[str] = Counter()
         for key, finding in keyed:
@@ -324,6 +351,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nmisses: {len(now_found)} of {checked} now found, {len(still_missed)} still missed")
         for m in still_missed:
             print(f"  {m['repo']}:{m['file']}:{m['line']}: {m['code']} {m['reason'][:100]}")
+    recall = _recall(misses, judgements_by_repo, found_by_repo, read_by_hand)
+    if recall is not None:
+        print(f"\nrecall on the code read by hand ({len(read_by_hand & set(found_by_repo))} repositories, codes "
+              f"{', '.join(recall['codes'])}): {recall['found']} of {recall['positives']} known positives reported "
+              f"({100 * recall['recall']:.0f}%): {recall['misses_found']} of {recall['misses']} misses, "
+              f"{recall['judged_found']} of {recall['judged_true']} hits judged true")
     if nondeterministic:
         print("\nNONDETERMINISTIC between runs:")
         for n in nondeterministic:
@@ -332,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{args.runs} runs per repository gave the same findings")
 
     sample: dict[str, list[dict[str, Any]]] = {}
+    sample_precision: dict[str, dict[str, Any]] = {}
     if args.sample:
         by_code: dict[str, list[tuple[str, Key, int]]] = defaultdict(list)
         for h in hits_all:
@@ -346,6 +380,22 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\nsample of {args.sample} of {len(hits)} {code} hits (random.Random({args.seed})):")
             for s in sample[code]:
                 print(f"  {s['repo']}:{s['file']}:{s['line']}")
+        if sample:
+            print(f"\nprecision on the seeded sample (rules with more than {args.sample} hits):")
+            print(f"{'rule':5} {'sample':>6} {'true':>5} {'false':>5} {'debat':>5} {'unjdg':>5} {'precision':>9}")
+            for code, picked_rows in sample.items():
+                c: Counter[str] = Counter()
+                for row in picked_rows:
+                    verdict = judgements_by_repo[row["repo"]].get((row["file"], row["line"], code))
+                    c[verdict["verdict"] if verdict else "unjudged"] += 1
+                decided = c["true"] + c["false"]
+                p = f"{100 * c['true'] / decided:.0f}%" if decided else "-"
+                sample_precision[code] = {**c, "precision": round(c["true"] / decided, 3) if decided else None}
+                print(f"{code:5} {len(picked_rows):>6} {c['true']:>5} {c['false']:>5} {c['debatable']:>5} "
+                      f"{c['unjudged']:>5} {p:>9}")
+                for row in picked_rows:
+                    if (row["file"], row["line"], code) not in judgements_by_repo[row["repo"]]:
+                        print(f"  unjudged in the sample: {row['repo']}:{row['file']}:{row['line']}")
 
     if args.update_lines and not args.only:
         Path(args.repos).write_text(json.dumps(repos, indent=1) + "\n")
@@ -355,7 +405,8 @@ def main(argv: list[str] | None = None) -> int:
             "lines": total_lines, "wall_s": round(total_wall, 3), "lines_per_s": rate,
             "scan_s": round(total_scan_s, 3), "scan_lines_per_s": scan_rate, "unjudged": unjudged,
             "stale": stale, "misses_still_missed": still_missed, "misses_now_found": now_found,
-            "nondeterministic": nondeterministic, "sample": sample}, indent=1) + "\n")
+            "nondeterministic": nondeterministic, "sample": sample, "sample_precision": sample_precision,
+            "recall": recall}, indent=1) + "\n")
     return 0
 
 

@@ -1,8 +1,10 @@
 """Each rule's fixture (positives marked `# ERROR`, near-miss negatives marked `# ok`) against its expected output.
 
 A fixture `tests/fixtures/scan/C0xx_*.py` runs with only its rule selected; the output must equal the `.txt` beside
-it, and the reported lines must be exactly the lines marked `# ERROR`. Regenerate the `.txt` files after a
-reviewed change with `INFRADOCTOR_UPDATE_FIXTURES=1 pytest tests/scan/test_rule_fixtures.py`.
+it, and the reported lines must be exactly the lines marked `# ERROR`. The output shows `[*]` for a safe fix,
+`[unsafe fix]` for one only `--unsafe-fixes` applies, and a severity other than the rule's default in parentheses.
+Fixtures reduced from real code say where they come from (the scan corpus, tests/corpus/scan). Regenerate the
+`.txt` files after a reviewed change with `INFRADOCTOR_UPDATE_FIXTURES=1 pytest tests/scan/test_rule_fixtures.py`.
 """
 
 from __future__ import annotations
@@ -22,7 +24,11 @@ CASES = sorted(p for p in FIXTURES.glob("C0*.py"))
 def render(path: Path) -> tuple[str, set[int]]:
     code = path.name[:4]
     violations = scan_source(path.read_text(encoding="utf-8"), path.name, select={code})
-    lines = [f"{v.path}:{v.line}:{v.column}: {v.code} {v.message}" for v in violations]
+    lines = []
+    for v in violations:
+        marks = " [*]" if v.fixable else (" [unsafe fix]" if v.unsafe_fix else "")
+        severity = f" ({v.severity.value})" if v.severity is not None else ""
+        lines.append(f"{v.path}:{v.line}:{v.column}: {v.code}{marks}{severity} {v.message}")
     return "".join(line + "\n" for line in lines), {v.line for v in violations}
 
 

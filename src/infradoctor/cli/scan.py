@@ -21,10 +21,14 @@ def _codes(values: list[str] | None) -> list[str] | None:
     return [code.strip() for value in values for code in value.split(",") if code.strip()]
 
 
-def _exit_code(report: ScanReport, code: int) -> int:
-    """2 when a named path does not exist, at least 1 when a file could not be checked, else ``code``."""
-    for problem in report.missing:
-        print(f"infradoctor scan: error: {problem.path}: no such file or directory", file=sys.stderr)
+def _exit_code(report: ScanReport, code: int, *, listed: bool) -> int:
+    """2 when a named path does not exist, at least 1 when a file could not be checked, else ``code``.
+
+    A missing path is said once: in the linter text when that goes to the terminal (``listed``), else on stderr.
+    """
+    if not listed:
+        for problem in report.missing:
+            print(f"infradoctor scan: error: {problem.path}: no such file or directory", file=sys.stderr)
     if report.missing:
         return EXIT_USAGE
     if report.unchecked:
@@ -46,8 +50,10 @@ class ScanCommand(Command):
       ignore = ["C012"]
       per-file-ignores = {"tests/*" = ["C009"]}
       exclude = ["build/*"]
-    --fix applies safe fixes only: C014 (adds weights_only=True where it is missing); it rewrites a file atomically
-    (a temporary file, then a rename) and keeps its permissions.
+    --fix applies safe fixes only: C014 adds weights_only=True where the loaded object is used as a state dict
+    (--unsafe-fixes also where it may hold other objects); it rewrites a file atomically (a temporary file, then a
+    rename) and keeps its permissions. Test modules (test_*.py, conftest.py) get only C013 and C014 unless
+    --include-tests. Like other linters, a scan is not stored as a run unless asked (--save or --store DIR).
 
     A file that cannot be read, decoded or parsed is reported as an error line (`path: error: parse-error: ...`)
     and the rest is still checked; it is never passed silently.
@@ -67,8 +73,16 @@ class ScanCommand(Command):
         parser.add_argument("--format", choices=("text", "json", "sarif"), default="text", help="output format")
         parser.add_argument("--output", "-o", metavar="PATH", help="write the output to PATH instead of stdout")
         parser.add_argument("--fix", action="store_true", help="apply safe fixes in place (C014) and report them")
+        parser.add_argument("--unsafe-fixes", action="store_true",
+                            help="with --fix, also apply fixes that may change behaviour")
+        parser.add_argument("--include-tests", action="store_true",
+                            help="run every rule on test modules too (default: only C013 and C014)")
         parser.add_argument("--no-config", action="store_true", help="ignore [tool.infradoctor.scan] in pyproject.toml")
+        parser.add_argument("--save", action="store_true",
+                            help="store this scan as a run (default: not stored, like other linters; --store DIR "
+                                 "also stores)")
         add_result_options(parser, default_fail_on="info")
+        parser._option_string_actions["--no-store"].help = "do not store this run (the default for scan)"
 
     def run(self, args: argparse.Namespace) -> int:
         """Scan, write the chosen format, store the run; exit 1 on findings or unchecked files, 2 on missing paths."""
@@ -84,6 +98,7 @@ class ScanCommand(Command):
             raise UsageError(f"--json - and --format {args.format} would both write to stdout; add --output PATH")
         started_at = utc_now_iso()
         options = ScanOptions(select=_codes(args.select), ignore=_codes(args.ignore), fix=args.fix,
+                              unsafe_fixes=args.unsafe_fixes, include_tests=args.include_tests,
                               use_config=not args.no_config)
         try:
             report = scan_paths(args.paths, options)
@@ -92,9 +107,10 @@ class ScanCommand(Command):
         result = to_result(report, started_at=started_at, paths=args.paths)
         finish_args = argparse.Namespace(**vars(args))
         finish_args.quiet = True  # the linter output below is the human output
+        finish_args.no_store = not (args.save or args.store)  # linters do not keep runs unless asked
         if args.format == "json":
             finish_args.json = args.output or args.json or "-"
-            return _exit_code(report, finish(finish_args, result))
+            return _exit_code(report, finish(finish_args, result), listed=False)
         if args.format == "sarif":
             text = json.dumps(to_sarif(report), indent=2, ensure_ascii=False) + "\n"
         else:
@@ -107,7 +123,7 @@ class ScanCommand(Command):
         else:
             sys.stdout.write(text)
             sys.stdout.flush()
-        return _exit_code(report, finish(finish_args, result))
+        return _exit_code(report, finish(finish_args, result), listed=args.format == "text" and not args.output)
 
 
 COMMAND = ScanCommand()

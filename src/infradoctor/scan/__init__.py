@@ -1,7 +1,9 @@
 """``infradoctor scan``: static checks for AI-serving and PyTorch anti-patterns (codes C001-C014).
 
-One shared visitor pass per file (:mod:`infradoctor.scan.visitor`) tracks scopes, imports and simple data flow
-and dispatches to one rule module per code (:mod:`infradoctor.scan.rules`).
+``run(options, paths) -> Result`` is the library entry. Per file: an index of its declarations
+(:mod:`~infradoctor.scan.index`), one shared visitor pass (:mod:`~infradoctor.scan.visitor`) that keeps the place
+(:mod:`~infradoctor.scan.context`) and resolves what names hold (:mod:`~infradoctor.scan.values`), and dispatch to
+one rule module per code (:mod:`~infradoctor.scan.dispatch`, :mod:`~infradoctor.scan.rules`).
 
 Result ``metrics`` layout:
 
@@ -23,14 +25,16 @@ from typing import TYPE_CHECKING
 from infradoctor._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from infradoctor.scan.api import run
     from infradoctor.scan.engine import ScanOptions, ScanReport, Violation, scan_paths, scan_source
 
 __getattr__ = lazy_exports(__name__, {
     "ScanOptions": "engine",
     "ScanReport": "engine",
     "Violation": "engine",
+    "run": "api",
     "scan_paths": "engine",
     "scan_source": "engine",
 })
 
-__all__ = ["ScanOptions", "ScanReport", "Violation", "scan_paths", "scan_source"]
+__all__ = ["ScanOptions", "ScanReport", "Violation", "run", "scan_paths", "scan_source"]

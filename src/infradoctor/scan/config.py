@@ -27,6 +27,10 @@ else:  # pragma: no cover - Python 3.10
 
 SCAN_CODES: tuple[str, ...] = tuple(sorted(code for code, rule in catalog().items() if rule.group == "C"))
 """Every code the scan can emit."""
+PREVIEW_CODES: frozenset[str] = frozenset(code for code in SCAN_CODES if catalog()[code].preview)
+"""Rules in preview: not precise enough on real code yet, so they run only when selected by their exact code."""
+DEFAULT_CODES: tuple[str, ...] = tuple(code for code in SCAN_CODES if code not in PREVIEW_CODES)
+"""The codes that run when nothing is selected."""
 
 _KEYS = frozenset({"select", "ignore", "per-file-ignores", "exclude"})
 
@@ -35,17 +39,26 @@ class ConfigError(ValueError):
     """The configuration is invalid (unknown key, code or type)."""
 
 
-def expand_codes(selectors: Iterable[str], *, source: str) -> frozenset[str]:
-    """Scan codes matching code prefixes (``C0`` -> C001..C014); ``ALL`` means every code."""
+def expand_codes(selectors: Iterable[str], *, source: str, preview: bool = False) -> frozenset[str]:
+    """Scan codes matching code prefixes (``C0`` -> C001..C014); ``ALL`` means every default code.
+
+    A preview rule is matched only by its exact code (``C012``), as ruff does with preview rules, unless
+    ``preview`` (for ``--ignore``: a prefix ignores preview rules too).
+    """
     out: set[str] = set()
     for raw in selectors:
         sel = raw.strip().upper()
         if not sel:
             continue
         if sel == "ALL":
-            out.update(SCAN_CODES)
+            out.update(SCAN_CODES if preview else DEFAULT_CODES)
             continue
-        matched = [c for c in SCAN_CODES if c.startswith(sel)]
+        if sel in PREVIEW_CODES:
+            out.add(sel)
+            continue
+        matched = [c for c in SCAN_CODES if c.startswith(sel) and (preview or c not in PREVIEW_CODES)]
+        if not matched and any(c.startswith(sel) for c in SCAN_CODES):
+            continue  # only preview rules match the prefix: nothing more to run
         if not matched:
             raise ConfigError(f"{source}: {raw!r} matches no scan code (codes are {SCAN_CODES[0]}..{SCAN_CODES[-1]})")
         out.update(matched)
@@ -58,7 +71,7 @@ class ScanConfig:
 
     root: Path | None = None
     """Directory of the pyproject.toml it came from; None for defaults."""
-    select: frozenset[str] = frozenset(SCAN_CODES)
+    select: frozenset[str] = frozenset(DEFAULT_CODES)
     """Codes that run."""
     per_file_ignores: tuple[tuple[str, frozenset[str]], ...] = ()
     """(glob, codes) pairs; globs are relative to :attr:`root` (or match the file name)."""
@@ -101,10 +114,10 @@ class ScanConfig:
         return any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(path.name, p) for p in self.exclude)
 
 
-def _codes(value: Any, key: str, source: str) -> frozenset[str]:
+def _codes(value: Any, key: str, source: str, *, preview: bool = False) -> frozenset[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{source}: [tool.infradoctor.scan] {key} must be a list of codes")
-    return expand_codes(value, source=f"{source} {key}")
+    return expand_codes(value, source=f"{source} {key}", preview=preview)
 
 
 def parse_table(table: Mapping[str, Any], *, root: Path | None, source: str) -> ScanConfig:
@@ -112,12 +125,13 @@ def parse_table(table: Mapping[str, Any], *, root: Path | None, source: str) -> 
     unknown = set(table) - _KEYS
     if unknown:
         raise ConfigError(f"{source}: unknown key(s) in [tool.infradoctor.scan]: {', '.join(sorted(unknown))}")
-    select = _codes(table["select"], "select", source) if "select" in table else frozenset(SCAN_CODES)
-    ignore = _codes(table["ignore"], "ignore", source) if "ignore" in table else frozenset()
+    select = _codes(table["select"], "select", source) if "select" in table else frozenset(DEFAULT_CODES)
+    ignore = _codes(table["ignore"], "ignore", source, preview=True) if "ignore" in table else frozenset()
     pfi_raw = table.get("per-file-ignores", {})
     if not isinstance(pfi_raw, Mapping):
         raise ConfigError(f"{source}: per-file-ignores must be a table of glob = [codes]")
-    pfi = tuple((str(glob), _codes(codes, f"per-file-ignores {glob!r}", source)) for glob, codes in pfi_raw.items())
+    pfi = tuple((str(glob), _codes(codes, f"per-file-ignores {glob!r}", source, preview=True))
+                for glob, codes in pfi_raw.items())
     exclude = table.get("exclude", [])
     if not isinstance(exclude, list) or not all(isinstance(e, str) for e in exclude):
         raise ConfigError(f"{source}: exclude must be a list of globs")
@@ -164,7 +178,7 @@ def load_config(pyproject: Path) -> ScanConfig:
 def with_cli(config: ScanConfig, select: Sequence[str] | None, ignore: Sequence[str] | None) -> ScanConfig:
     """Apply ``--select`` (replaces) and ``--ignore`` (adds)."""
     chosen = expand_codes(select, source="--select") if select else config.select
-    dropped = expand_codes(ignore, source="--ignore") if ignore else frozenset()
+    dropped = expand_codes(ignore, source="--ignore", preview=True) if ignore else frozenset()
     return ScanConfig(root=config.root, select=chosen - dropped, per_file_ignores=config.per_file_ignores,
                       exclude=config.exclude, source=config.source)
 

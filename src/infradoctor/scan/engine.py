@@ -18,8 +18,8 @@ import sys
 import tempfile
 import time
 import tokenize
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
@@ -28,6 +28,7 @@ from typing import Any
 from infradoctor.findings import catalog
 from infradoctor.scan import launchers
 from infradoctor.scan.config import (
+    DEFAULT_CODES,
     SCAN_CODES,
     ScanConfig,
     display_path,
@@ -35,10 +36,20 @@ from infradoctor.scan.config import (
     load_config,
     with_cli,
 )
-from infradoctor.scan.visitor import FileContext, FileVisitor, Hit, RuleSet
+from infradoctor.scan.context import Hit
+from infradoctor.scan.dispatch import RuleSet
+from infradoctor.scan.knowledge import TEST_DIR_RE, TEST_FILE_RE
+from infradoctor.scan.violations import FIX_ONLY_PROBLEMS, AppliedFix, FileProblem, Violation
+from infradoctor.scan.visitor import visit_file
+
+__all__ = ["FIX_ONLY_PROBLEMS", "AppliedFix", "FileProblem", "ScanOptions", "ScanReport", "Violation", "scan_paths",
+           "scan_source"]
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
 """Files larger than this (10 MiB) are skipped with a problem note: generated code, not something to lint."""
+
+MAX_LAUNCHER_BYTES = 1024 * 1024
+"""Launcher files (Dockerfiles, shell, YAML) larger than this (1 MiB) are data, not launchers: skipped quietly."""
 
 DEFAULT_EXCLUDED_DIRS = frozenset(
     {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".tox", ".nox", ".mypy_cache", ".ruff_cache",
@@ -46,74 +57,7 @@ DEFAULT_EXCLUDED_DIRS = frozenset(
 )
 """Directory names skipped while walking a directory (not when named on the command line)."""
 
-FIX_ONLY_PROBLEMS = frozenset({"fix-failed"})
-"""Problem kinds about ``--fix`` only: the file itself was checked."""
-
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:\s*,?\s*[A-Z]+[0-9]+)*))?", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class Violation:
-    """One finding in one file, after suppression and configuration."""
-
-    code: str
-    """Rule code, e.g. ``C003``."""
-    path: str
-    """File path as displayed (relative to the working directory when under it)."""
-    line: int
-    """1-based line."""
-    column: int
-    """1-based column in characters."""
-    end_line: int
-    """1-based end line."""
-    end_column: int
-    """1-based end column (exclusive) in characters."""
-    message: str
-    """One-line message."""
-    evidence: dict[str, Any]
-    """What the rule saw."""
-    function: str | None
-    """Enclosing function, when any."""
-    line_text: str
-    """The source line (stripped), for fingerprints."""
-    fixable: bool = False
-    """``--fix`` can fix it."""
-
-    @property
-    def name(self) -> str:
-        """Stable kebab-case name of the code."""
-        return catalog()[self.code].name
-
-
-@dataclass(frozen=True)
-class FileProblem:
-    """A file that could not be scanned (fully): parse error, bad encoding, too large, unreadable, missing."""
-
-    path: str
-    """File path as displayed."""
-    kind: str
-    """``parse-error``, ``decode-error``, ``too-large``, ``too-complex``, ``unreadable``, ``not-found``,
-    ``symlink-loop``, ``fix-failed``, ``internal-error``."""
-    message: str
-    """Human-readable reason."""
-    line: int | None = None
-    """1-based line, for parse errors."""
-    column: int | None = None
-    """1-based column, for parse errors."""
-
-
-@dataclass(frozen=True)
-class AppliedFix:
-    """A safe fix that ``--fix`` wrote to a file."""
-
-    path: str
-    """File path as displayed."""
-    line: int
-    """1-based line of the fixed finding."""
-    code: str
-    """Code of the fixed finding."""
-    description: str
-    """What changed."""
 
 
 @dataclass(frozen=True)
@@ -160,6 +104,10 @@ class ScanOptions:
     """``--ignore`` code prefixes (added to the configured ignores)."""
     fix: bool = False
     """Apply safe fixes in place."""
+    unsafe_fixes: bool = False
+    """With ``fix``: also apply fixes that may change behaviour (C014 where the checkpoint may hold objects)."""
+    include_tests: bool = False
+    """Run the performance rules on test code too (``tests/``, ``test_*.py``); by default only C013 and C014 do."""
     use_config: bool = True
     """Read ``[tool.infradoctor.scan]`` from pyproject.toml."""
     max_file_bytes: int = MAX_FILE_BYTES
@@ -235,11 +183,31 @@ def _char_col(line: str, byte_col: int) -> int:
     return len(line.encode("utf-8")[:byte_col].decode("utf-8", errors="replace")) + 1
 
 
-def run_rules(tree: ast.Module, path: str, codes: frozenset[str]) -> tuple[list[Hit], dict[str, Any]]:
-    """The hits of the selected rules on a parsed module (one visitor pass) and the file's cross-file facts."""
-    ctx = FileContext(path, rule_set(codes))
-    hits = FileVisitor(ctx).run(tree)
-    return [h for h in hits if h.code in codes], ctx.facts
+def is_test_path(relative: str) -> bool:
+    """A path (relative to the scanned folder's parent, or a file's name) is test code: ``tests/``, ``test_*.py``."""
+    return TEST_FILE_RE.search(relative.replace("\\", "/")) is not None
+
+
+def in_test_folder(relative: str) -> bool:
+    """A path under a folder of test code (``tests/``, ``integration-tests/``)."""
+    return TEST_DIR_RE.search(relative.replace("\\", "/")) is not None
+
+
+def run_rules(tree: ast.Module, path: str, codes: frozenset[str], *, test: bool = False, test_folder: bool = False
+              ) -> tuple[list[Hit], dict[str, Any]]:
+    """The hits of the selected rules on a parsed module (one visitor pass) and the file's cross-file facts.
+
+    In test code (``test``) only the rules that are not about performance run: a one-off forward or a loader in a
+    unit test is not worth a finding.
+    """
+    if test:
+        codes = codes & TEST_CODES
+    ctx = visit_file(tree, path, rule_set(codes), test=test, test_folder=test_folder)
+    return [h for h in ctx.hits if h.code in codes], ctx.facts
+
+
+TEST_CODES = frozenset({"C013", "C014"})
+"""Rules that run on test code by default (security and deployment; the others are about performance)."""
 
 
 @dataclass
@@ -254,11 +222,12 @@ class _FileOutcome:
     """What this file provides to rules in other files."""
 
 
-def _check_text(text: str, display: str, codes: frozenset[str]) -> _FileOutcome:
+def _check_text(text: str, display: str, codes: frozenset[str], *, test: bool = False,
+                test_folder: bool = False, unsafe_fixes: bool = False) -> _FileOutcome:
     """Parse and check one file's text (raises SyntaxError/ValueError/RecursionError on unparsable input)."""
     tree = ast.parse(text, filename=display)
     lines = text.splitlines()
-    hits, facts = run_rules(tree, display, codes)
+    hits, facts = run_rules(tree, display, codes, test=test, test_folder=test_folder)
     kept: list[Hit] = []
     suppressed = 0
     for hit in hits:
@@ -280,11 +249,15 @@ def _check_text(text: str, display: str, codes: frozenset[str]) -> _FileOutcome:
     for hit in unique:
         line = lines[hit.line - 1] if 0 < hit.line <= len(lines) else ""
         end_line = lines[hit.end_line - 1] if 0 < hit.end_line <= len(lines) else ""
+        applies = hit.edit is not None and (hit.edit.safe or unsafe_fixes)
         violation = Violation(
             code=hit.code, path=display, line=hit.line, column=_char_col(line, hit.byte_col),
             end_line=hit.end_line, end_column=_char_col(end_line, hit.end_byte_col), message=hit.message,
-            evidence=hit.evidence, function=hit.function, line_text=line.strip(), fixable=hit.edit is not None,
+            evidence=hit.evidence, function=hit.function, line_text=line.strip(), fixable=applies,
+            severity=hit.severity, unsafe_fix=hit.edit is not None and not hit.edit.safe,
         )
+        if not applies:
+            hit.edit = None
         if hit.requires is not None:
             deferred.append((hit.requires, violation))
         else:
@@ -294,49 +267,42 @@ def _check_text(text: str, display: str, codes: frozenset[str]) -> _FileOutcome:
 
 
 def _check_launcher(text: str, display: str, codes: frozenset[str], file_kind: str) -> _FileOutcome:
-    """A launcher file's multi-worker servers (C013).
+    """A launcher file (Dockerfile, Procfile, shell, Compose, Kubernetes): the rules' ``check_launcher`` hooks.
 
-    Each counts only if the scan finds its app's module putting a model on the GPU (see :func:`resolve_cross_file`).
+    What they find counts only if the scan finds the fact it requires in another file (see
+    :func:`resolve_cross_file`); a ``# noqa`` on the line, or on a comment line just above (a Dockerfile has no
+    trailing comments), silences it.
     """
-    from infradoctor.scan.rules.c013_multi_worker_model_copy import GPU_FACT, launch_message
-
     lines = launchers.lines_of(text)
     outcome = _FileOutcome([], [], 0, len(lines))
-    if "C013" not in codes:
-        return outcome
-    for launch in launchers.launches(text, file_kind):
-        line = lines[launch.line - 1] if 0 < launch.line <= len(lines) else ""
-        above = lines[launch.line - 2].strip() if launch.line >= 2 else ""
-        # a noqa on the line, or on a comment line just above (a Dockerfile has no trailing comments)
-        if _silences(line, "C013") or (above.startswith("#") and _silences(above, "C013")):
-            outcome.suppressed += 1
-            continue
-        evidence: dict[str, Any] = {"workers": launch.workers, "app": launch.app, "launcher": file_kind}
-        if launch.from_env:
-            evidence["workers_from"] = "WEB_CONCURRENCY"
-        if launch.config is not None:  # the worker count comes from gunicorn's configuration file, if scanned
-            evidence.update(server=launch.server, config=launch.config)
-        message = launch_message(launch.server, launch.workers, "WEB_CONCURRENCY" if launch.from_env else None)
-        violation = Violation(
-            code="C013", path=display, line=launch.line, column=launch.column + 1, end_line=launch.line,
-            end_column=launch.end_column + 1, message=message,
-            evidence=evidence, function=None, line_text=line.strip(),
-        )
-        outcome.deferred.append(((GPU_FACT, launch.module), violation))
+    for code, hook in rule_set(codes).launcher_checks.items():
+        for requires, violation in hook(text, display, file_kind, lines):
+            line = lines[violation.line - 1] if 0 < violation.line <= len(lines) else ""
+            above = lines[violation.line - 2].strip() if violation.line >= 2 else ""
+            if _silences(line, code) or (above.startswith("#") and _silences(above, code)):
+                outcome.suppressed += 1
+            else:
+                outcome.deferred.append((requires, violation))
     return outcome
+
+
+Nearest = Callable[[Sequence[Path | str]], "tuple[str, dict[str, Any]] | None"]
+"""Looks up the nearest scanned file at one of some relative paths, from a file's folder upward."""
 
 
 def resolve_cross_file(outcomes: Sequence[tuple[str, _FileOutcome]]) -> dict[int, list[Violation]]:
     """The deferred violations whose required fact the named module provides, by index into ``outcomes``.
 
-    The module is found the way Python would find it when started from the launcher's folder or one above it:
-    ``pkg.main`` is ``pkg/main.py`` (or ``pkg/main/__init__.py``) under the launcher's folder, else under its
-    parent, and so on up; the nearest scanned file that is that module decides, whether or not it has the fact.
-    A module that is not among the scanned files decides nothing.
+    The module is found the way Python would find it when started from the requiring file's folder or one above
+    it: ``pkg.main`` is ``pkg/main.py`` (or ``pkg/main/__init__.py``) under that folder, else under its parent, and
+    so on up; the nearest scanned file that is that module decides, whether or not it has the fact. A module that is
+    not among the scanned files decides nothing. The rule's ``resolve_cross_file`` hook completes each violation
+    (or drops it).
     """
     files: dict[Path, tuple[str, dict[str, Any]]] = {}  # by absolute path: display paths mix relative and absolute
     for display, outcome in outcomes:
         files.setdefault(_absolute(display), (display, outcome.facts))
+    hooks = rule_set(frozenset(SCAN_CODES)).cross_file
     found: dict[int, list[Violation]] = {}
     for index, (display, outcome) in enumerate(outcomes):
         for (fact, module), violation in outcome.deferred:
@@ -344,9 +310,12 @@ def resolve_cross_file(outcomes: Sequence[tuple[str, _FileOutcome]]) -> dict[int
             entry = _nearest(display, [relative.parent / f"{relative.name}.py", relative / "__init__.py"], files)
             if entry is None or fact not in entry[1]:
                 continue
-            target_display, facts = entry
-            evidence = {**violation.evidence, "model_path": target_display, fact.split(".", 1)[-1]: facts[fact]}
-            resolved = _with_config_workers(replace(violation, evidence=evidence), display, files)
+            hook = hooks.get(violation.code)
+
+            def nearest(relatives: Sequence[Path | str], _display: str = display) -> tuple[str, dict[str, Any]] | None:
+                return _nearest(_display, relatives, files)
+
+            resolved = hook(violation, display, entry, fact, nearest) if hook is not None else violation
             if resolved is not None:
                 found.setdefault(index, []).append(resolved)
     return found
@@ -367,41 +336,20 @@ def _nearest(display: str, relatives: Sequence[Path | str], files: dict[Path, tu
     return None
 
 
-def _with_config_workers(violation: Violation, display: str, files: dict[Path, tuple[str, dict[str, Any]]]
-                         ) -> Violation | None:
-    """A command-line C013 whose gunicorn leaves the worker count to its configuration file.
-
-    The count is the file's ``workers`` when the scan read it (a relative ``-c`` path from the launcher's folder or
-    one above it, the nearest; an absolute one, as in a container, by its name there), else ``WEB_CONCURRENCY`` from
-    the launcher; None when that makes one worker.
-    """
-    from infradoctor.scan.rules.c013_multi_worker_model_copy import WORKERS_FACT, launch_message
-
-    config = violation.evidence.get("config")
-    if config is None:
-        return violation
-    entry = _nearest(display, [Path(config).name if Path(config).is_absolute() else config], files)
-    workers = entry[1].get(WORKERS_FACT) if entry is not None else None
-    evidence = {k: v for k, v in violation.evidence.items() if k not in ("config", "server")}
-    if workers is None:  # not scanned, or no workers there: WEB_CONCURRENCY or the default of one
-        return replace(violation, evidence=evidence) if evidence["workers"] else None
-    if workers.isascii() and workers.isdigit() and workers.lstrip("0") in ("", "1"):
-        return None
-    assert entry is not None
-    evidence.update(workers=workers, workers_from=entry[0])
-    message = launch_message(violation.evidence["server"], workers, entry[0])
-    return replace(violation, evidence=evidence, message=message)
-
-
 def _absolute(display: str) -> Path:
     """A scanned file's absolute path, normalised (``..`` folded), without resolving links."""
     return Path(os.path.abspath(display))
 
 
-def scan_source(text: str, path: str = "<string>", select: Iterable[str] | None = None) -> list[Violation]:
-    """Check Python source text with the selected codes (all by default); raises SyntaxError on bad input."""
-    codes = frozenset(select) if select is not None else frozenset(SCAN_CODES)
-    return _check_text(text, path, codes).violations
+def scan_source(text: str, path: str = "<string>", select: Iterable[str] | None = None, *,
+                include_tests: bool = False) -> list[Violation]:
+    """Check Python source text with the selected codes (the default ones unless given); raises SyntaxError.
+
+    ``path`` decides whether it is test code (``tests/x.py``, ``test_x.py``) unless ``include_tests``.
+    """
+    codes = frozenset(select) if select is not None else frozenset(DEFAULT_CODES)
+    return _check_text(text, path, codes, test=not include_tests and is_test_path(path),
+                       test_folder=not include_tests and in_test_folder(path)).violations
 
 
 def apply_edits(data: bytes, hits: Sequence[Hit]) -> bytes:
@@ -526,8 +474,12 @@ def scan_paths(paths: Sequence[str | Path], options: ScanOptions | None = None) 
     outcomes: list[tuple[str, _FileOutcome]] = []
     for root in roots:
         config = root_configs[root]
+        base = root.parent if root.is_dir() else None
         for path in iter_files([root], problems, config_for=lambda _p, c=config: c):
-            outcome = _scan_file(path, config, options, problems, fixes)
+            relative = os.path.relpath(path, base) if base is not None else path.name
+            test = not options.include_tests and is_test_path(relative)
+            folder = not options.include_tests and in_test_folder(relative)
+            outcome = _scan_file(path, config, options, problems, fixes, test=test, test_folder=folder)
             if outcome is None:
                 continue
             files += 1
@@ -550,19 +502,19 @@ def scan_paths(paths: Sequence[str | Path], options: ScanOptions | None = None) 
 
 
 def _scan_file(path: Path, config: ScanConfig, options: ScanOptions, problems: list[FileProblem],
-               fixes: list[AppliedFix]) -> _FileOutcome | None:
+               fixes: list[AppliedFix], *, test: bool = False, test_folder: bool = False) -> _FileOutcome | None:
     display = display_path(path)
     codes = config.select - config.ignored_for(path)
     launcher = launchers.kind(path.name) if not path.name.endswith(".py") else None
-    if launcher is not None and "C013" not in codes:
-        return None  # launcher files are read for C013 alone
+    if launcher is not None and not rule_set(codes).launcher_checks:
+        return None  # launcher files are read only for rules that look at command lines
     try:
         st = path.stat()
         if not stat.S_ISREG(st.st_mode):
             problems.append(FileProblem(display, "unreadable", "not a regular file; skipped"))
             return None
         size = st.st_size
-        if size > options.max_file_bytes and launcher is not None:
+        if launcher is not None and size > min(options.max_file_bytes, MAX_LAUNCHER_BYTES):
             return None  # a YAML or shell file this large is data, not a launcher
         if size > options.max_file_bytes:
             problems.append(FileProblem(display, "too-large", f"{size} bytes is over the {options.max_file_bytes} "
@@ -591,7 +543,8 @@ def _scan_file(path: Path, config: ScanConfig, options: ScanOptions, problems: l
         problems.append(FileProblem(display, "decode-error", f"cannot decode: {exc}"))
         return None
     try:
-        outcome = _check_text(text, display, codes)
+        outcome = _check_text(text, display, codes, test=test, test_folder=test_folder,
+                              unsafe_fixes=options.unsafe_fixes)
     except SyntaxError as exc:
         problems.append(FileProblem(display, "parse-error", f"{type(exc).__name__}: {exc.msg}", exc.lineno,
                                     exc.offset))
@@ -607,13 +560,15 @@ def _scan_file(path: Path, config: ScanConfig, options: ScanOptions, problems: l
                                     f"({type(exc).__name__}: {exc}); please report it"))
         return None
     if options.fix and any(h.edit for h in outcome.hits):
-        outcome = _fix_file(path, display, data, text, outcome, codes, problems, fixes)
+        outcome = _fix_file(path, display, data, text, outcome, codes, problems, fixes, test=test,
+                            test_folder=test_folder, unsafe_fixes=options.unsafe_fixes)
     return outcome
 
 
 def _fix_file(path: Path, display: str, data: bytes, text: str, outcome: _FileOutcome, codes: frozenset[str],
-              problems: list[FileProblem], fixes: list[AppliedFix]) -> _FileOutcome:
-    """Write the safe fixes of one file and re-check it; a fix that breaks parsing is not written."""
+              problems: list[FileProblem], fixes: list[AppliedFix], *, test: bool, test_folder: bool,
+              unsafe_fixes: bool) -> _FileOutcome:
+    """Write the fixes of one file and re-check it; a fix that breaks parsing is not written."""
     if data.startswith(b"\xef\xbb\xbf") or text.encode("utf-8") != data:
         problems.append(FileProblem(display, "fix-failed", "not fixed: only plain UTF-8 files are rewritten"))
         return outcome
@@ -631,10 +586,9 @@ def _fix_file(path: Path, display: str, data: bytes, text: str, outcome: _FileOu
         problems.append(FileProblem(display, "fix-failed", f"cannot write: {exc.strerror or exc}"))
         return outcome
     fixes.extend(AppliedFix(display, h.line, h.code, h.edit.description) for h in fixable if h.edit)
-    rechecked = _check_text(new_text, display, codes)
+    rechecked = _check_text(new_text, display, codes, test=test, test_folder=test_folder, unsafe_fixes=unsafe_fixes)
     rechecked.suppressed = outcome.suppressed
     return rechecked
-
 
 
 def write_atomic(path: Path, data: bytes) -> None:

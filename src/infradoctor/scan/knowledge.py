@@ -193,6 +193,17 @@ BLOCKING_METHODS = {
 DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 """Qualified names of the PyTorch DataLoader."""
 
+NOT_FORWARD_NAME_RE = re.compile(
+    r"(^|_)(loss|losses|criterion|bce\w*|mse|nll|l1|l2|kl_div|cross_entropy|focal|sigmoid|softmax|relu|gelu|"
+    r"activation|act|dropout|pool|upsample|pad|padding|padder)(_|$)", re.I)
+"""Modules called like models that are losses or activations (``self.BCEcls(...)``, ``self.wh_bin_sigmoid(x)``):
+work on the device (a loop calling one is hot), not a model forward."""
+
+FUNCTIONAL_LAYER_RE = re.compile(
+    r"(Loss|Pad[123]d|Pool[123]d|Dropout[123]?d?|Softmax[123]?d?|Softmin|ReLU\d?|GELU|SiLU|Sigmoid|Tanh|Identity|"
+    r"Flatten|Unflatten|Upsample\w*|Fold|Unfold|PixelShuffle|PixelUnshuffle|ZeroPad\w*|CosineSimilarity)$")
+"""``torch.nn`` classes that are functions with no weights (losses, padding, pooling, activations): not models."""
+
 LOSS_FUNCTION_RE = re.compile(r"(loss|criterion|cross_entropy|nll|mse|l1|bce|kl_div)", re.I)
 """Callee names whose result is a loss tensor that carries the autograd graph."""
 
@@ -216,3 +227,177 @@ DTYPE_PREFIX = "torch."
 
 LOADER_NAME_RE = re.compile(r"(loader|batches|(^|_)dl$|(^|_)batch(es)?($|_))", re.I)
 """Iterables that yield batches, not samples (C007 does not flag loops over them)."""
+
+
+# -- what a name holds (value kinds) --------------------------------------------------------------------------------
+PIPELINE_CLASS_RE = re.compile(r"(Pipeline|Predictor|PipelineFor\w*)$|^AutoPipelineFor")
+"""``from_pretrained`` classes whose objects run a model and manage autograd themselves (diffusers pipelines,
+``SAM2ImagePredictor``, pyannote ``Pipeline``)."""
+
+NOT_MODEL_CLASS_RE = re.compile(
+    r"(Tokenizer(Fast)?|Processor|FeatureExtractor|ImageProcessor|Config|Configuration|GenerationConfig|Scheduler|"
+    r"Streamer|Vocab|Vocabulary|Dataset|Args|Arguments|Settings)$"
+)
+"""``from_pretrained`` (or constructor) classes whose objects are not models: tokenizers, processors, configs."""
+
+FOREIGN_MODEL_PRODUCERS = frozenset(
+    {
+        "faster_whisper.WhisperModel", "fastembed.TextEmbedding", "fastembed.ImageEmbedding",
+        "fastembed.SparseTextEmbedding", "onnxruntime.InferenceSession", "tensorflow.keras.models.load_model",
+        "keras.models.load_model", "keras.saving.load_model", "tensorflow.saved_model.load", "ultralytics.YOLO",
+        "ctranslate2.Generator", "ctranslate2.Translator", "llama_cpp.Llama", "tritonclient.http.InferenceServerClient",
+        "xgboost.Booster", "lightgbm.Booster", "paddleocr.PaddleOCR", "easyocr.Reader", "spacy.load",
+        "tensorflow.lite.Interpreter", "tflite_runtime.interpreter.Interpreter",
+    }
+)
+"""Calls that build a model of another framework: its calls block an event loop, but autograd is not torch's."""
+
+FOREIGN_MODEL_PREFIXES = ("pyannote.audio.pipelines.", "sklearn.", "keras.applications.",
+                          "tensorflow.keras.applications.")
+"""Qualified-name prefixes of other frameworks' model builders."""
+
+PIPELINE_PRODUCER_PREFIXES = ("diffusers.",)
+"""Libraries whose ``*Pipeline`` classes run models without autograd (``__call__`` is ``@torch.no_grad()``)."""
+
+HOST_TENSOR_FACTORIES = frozenset(
+    {
+        "torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor", "torch.FloatTensor",
+        "torch.LongTensor", "torch.zeros", "torch.ones", "torch.arange", "torch.empty", "torch.full",
+        "torch.linspace", "torch.rand", "torch.randn",
+    }
+)
+"""Tensor factories that build on the host unless given ``device=`` (reading them back needs no device sync)."""
+
+PYDANTIC_BASES = frozenset(
+    {
+        "pydantic.BaseModel", "pydantic.main.BaseModel", "pydantic.v1.BaseModel", "pydantic.RootModel",
+        "pydantic.BaseSettings", "pydantic_settings.BaseSettings", "sqlmodel.SQLModel", "pydantic.dataclasses",
+        "langchain_core.pydantic_v1.BaseModel", "langchain.pydantic_v1.BaseModel",
+    }
+)
+"""Base classes of pydantic models (data classes, not neural networks)."""
+
+PYDANTIC_METHODS = frozenset(
+    {
+        "model_validate", "model_validate_json", "model_validate_strings", "model_dump", "model_dump_json",
+        "model_copy", "model_construct", "model_json_schema", "model_post_init", "model_rebuild",
+        "model_parametrized_name", "model_fields", "model_computed_fields", "model_config", "model_extra",
+        "model_fields_set",
+    }
+)
+"""Pydantic v2 methods: ``model_`` in a method name does not make a call a model forward."""
+
+MODULE_METHODS = frozenset(
+    {
+        "eval", "load_state_dict", "parameters", "named_parameters", "named_modules", "modules", "children",
+        "named_children", "register_forward_hook", "register_forward_pre_hook", "register_buffer",
+        "requires_grad_", "get_submodule", "state_dict", "buffers", "named_buffers", "half", "bfloat16",
+        "share_memory", "apply", "to_empty", "zero_grad",
+    }
+)
+"""``nn.Module`` methods: calling one on an object whose assignment is not visible says it is a module."""
+
+MODULE_EVIDENCE_METHODS = frozenset(
+    {"eval", "load_state_dict", "parameters", "named_parameters", "named_modules", "modules", "children",
+     "register_forward_hook", "register_forward_pre_hook", "requires_grad_", "get_submodule"}
+)
+"""The subset of :data:`MODULE_METHODS` that only modules have (optimizers have ``state_dict``/``zero_grad``)."""
+
+HOUSEKEEPING_METHODS = MODULE_METHODS | frozenset(
+    {
+        "to", "cuda", "cpu", "float", "double", "train", "type", "save_pretrained", "push_to_hub",
+        "resize_token_embeddings", "get_input_embeddings", "get_output_embeddings", "set_input_embeddings",
+        "tie_weights", "gradient_checkpointing_enable", "gradient_checkpointing_disable", "num_parameters",
+        "enable_model_cpu_offload", "enable_sequential_cpu_offload", "enable_xformers_memory_efficient_attention",
+        "enable_attention_slicing", "set_adapter", "merge_and_unload", "print_trainable_parameters",
+        "get_config", "get_params", "set_params", "compile", "summary", "save", "get_inputs", "get_outputs",
+        "get_providers", "set_progress_bar_config", "register_modules", "keys", "items", "values", "get",
+    }
+)
+"""Methods of a model object that do not run it (moving, configuring, saving): no model work in async def."""
+
+FORWARD_METHOD_RE = re.compile(r"^(forward|get_\w+_features|encode(_\w+)?|embed(_\w+)?|infer|inference)$")
+"""Methods of a torch model that run a forward (C004 asks them for no_grad, like ``model(x)``)."""
+
+NAMED_FORWARD_RE = re.compile(r"^(forward|get_\w+_features|encode_(image|text|images|texts))$")
+"""Forward methods that count even when the model is known only by its name (``self.model.get_text_features``)."""
+
+BLOCKING_MODEL_METHODS = frozenset(
+    {"generate", "predict", "chat", "chat_stream", "stream_chat", "transcribe", "encode", "embed", "caption",
+     "query", "detect", "infer", "inference", "forward", "generate_content", "predict_proba", "run"}
+)
+"""Methods that run a model when the receiver is only named like one (its assignment is not visible)."""
+
+LIGHTNING_GRAD_FREE_HOOKS = frozenset({"validation_step", "test_step", "predict_step", "on_validation_epoch_end",
+                                       "on_test_epoch_end", "validation_epoch_end", "test_epoch_end"})
+"""LightningModule hooks the Trainer runs with autograd off."""
+
+TRAINING_CLASS_METHODS = frozenset({"training_step", "configure_optimizers"})
+"""Methods that make a class (a LightningModule) training code: the Trainer calls backward and step."""
+
+TRAINER_FITS = frozenset({"fit", "train"})
+"""``trainer.fit(...)``/``trainer.train()``: a framework runs the training loop."""
+
+EXPORTERS = frozenset(
+    {"torch.onnx.export", "torch.jit.trace", "torch.jit.script", "torch.export.export", "torch.onnx.dynamo_export",
+     "torch.jit.trace_module"}
+)
+"""Export calls: a forward next to one runs once for shapes, not as inference to speed up."""
+
+HANDLER_BASES = {
+    "ts.torch_handler.base_handler.BaseHandler": ("torchserve", frozenset({"handle", "inference", "preprocess",
+                                                                           "postprocess", "predict"})),
+    "litserve.LitAPI": ("litserve", frozenset({"predict", "decode_request", "encode_response", "batch", "unbatch"})),
+    "litserve.api.LitAPI": ("litserve", frozenset({"predict", "decode_request", "encode_response", "batch",
+                                                   "unbatch"})),
+    "bentoml.Runnable": ("bentoml", frozenset()),
+    "mlserver.MLModel": ("mlserver", frozenset({"predict"})),
+    "kserve.Model": ("kserve", frozenset({"predict", "preprocess", "postprocess"})),
+    "cog.BasePredictor": ("cog", frozenset({"predict"})),
+}
+"""Serving framework base classes -> (framework, the methods it calls per request)."""
+
+HANDLER_BASE_PREFIXES = {"ts.torch_handler.": "ts.torch_handler.base_handler.BaseHandler"}
+"""Modules whose classes all derive from a base in :data:`HANDLER_BASES` (TorchServe's ImageClassifier, ...)."""
+
+FRAMEWORK_MODEL_ATTRS = {"torchserve": frozenset({"model"})}
+"""Attributes a framework base class sets to a torch model (TorchServe's ``BaseHandler.initialize``)."""
+
+REQUEST_METHOD_DECORATORS = frozenset({"bentoml.Runnable.method", "bentoml.api", "bentoml.task"})
+"""Decorators that make a method a per-request handler (BentoML runnables and services)."""
+
+TRITON_CLASS = "TritonPythonModel"
+"""Triton's Python backend class: ``execute(self, requests)`` runs per batch of requests."""
+
+TEST_FILE_RE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test|conftest)\.py$")
+"""Test modules (``test_*.py``, ``*_test.py``, ``conftest.py``): performance rules skip them. Other files under
+``tests/`` (helpers, servers for end-to-end tests) are checked, but their ``test_*`` functions and fixtures are not."""
+
+TEST_DIR_RE = re.compile(r"(^|/)([\w.-]*[-_])?(tests?|testing)/")
+"""Folders of test code (``tests/``, ``integration-tests/``): a coroutine there serves traffic only if it is a route."""
+
+GRAD_DISABLER_NAME_RE = re.compile(r"(inference_mode|no_grad)", re.I)
+"""A decorator or context manager from another module named like one (``@smart_inference_mode()``)."""
+
+MEMORY_PROBES = frozenset(
+    {"torch.cuda.max_memory_allocated", "torch.cuda.memory_allocated", "torch.cuda.reset_peak_memory_stats",
+     "torch.cuda.memory_reserved", "torch.cuda.max_memory_reserved", "torch.cuda.memory_summary",
+     "torch.cuda.memory_stats", "torch.cuda.mem_get_info", "torch.cuda.reset_max_memory_allocated"}
+)
+"""Memory measurements: ``empty_cache`` next to one is part of measuring, not a fix (C012)."""
+
+PROFILING_NAME_RE = re.compile(r"(profil|bench|measure|memory|mem_|_mem|cleanup|clean_up|clear|free|release|gc_)",
+                               re.I)
+"""Function names of profiling, benchmarking and cleanup helpers (C012 leaves their ``empty_cache`` alone)."""
+
+CUDA_PROVIDERS = frozenset(
+    {"torch.accelerator.current_accelerator", "torch.cuda.current_device", "torch.get_default_device"}
+)
+"""Calls whose result is the accelerator device."""
+
+ACCELERATOR_OBJECTS = frozenset(
+    {"accelerate.Accelerator", "lightning.Fabric", "lightning.fabric.Fabric", "lightning_fabric.Fabric",
+     "pytorch_lightning.Trainer", "lightning.Trainer", "lightning.pytorch.Trainer",
+     "pytorch_lightning.lite.LightningLite"}
+)
+"""Framework objects that move data to the accelerator (``accelerator.device``, ``fabric.device``)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 SERVERS = frozenset({"uvicorn", "gunicorn", "hypercorn"})
@@ -101,8 +101,12 @@ def launches(text: str, file_kind: str) -> list[Launch]:
         return []
     env_workers = _web_concurrency(text)
     found: list[Launch] = []
+    read = 0
     for line_no, first_line, command in _commands(text, file_kind):
         for words in _split(command):
+            read += 1
+            if read > MAX_SERVER_COMMANDS:
+                return found  # a file that starts this many servers is data, not a launcher
             launch = _read(words, env_workers)
             if launch is None:
                 continue
@@ -137,27 +141,32 @@ def _web_concurrency(text: str) -> str | None:
 _HEREDOC = re.compile(r"""<<-?[ \t]*(["']?)([A-Za-z_][\w]*)\1""")
 MAX_JOINED_LINES = 200
 """A command continued (backslashes, an open quote) over more lines than this is cut there."""
+MAX_SERVER_COMMANDS = 200
+"""Commands naming a server read per file; a launcher starts a handful, so the rest of such a file is not read."""
 
 
 def _logical_lines(text: str, shell: bool) -> list[tuple[int, str, str]]:
     """(first line number, first line, whole text) of each line.
 
     For shell text (``shell``), backslash continuations and quotes left open are joined over lines, and
-    here-document bodies are skipped.
+    here-document bodies are skipped. Each line's quotes are scanned once, whatever the number of lines joined.
     """
     out: list[tuple[int, str, str]] = []
     lines = lines_of(text)
     i = 0
     while i < len(lines):
         start, first, parts = i + 1, lines[i], [lines[i]]
+        before_last = ("", "\n")  # quote state after every part but the last, joined by newlines
         while shell and i + 1 < len(lines) and len(parts) < MAX_JOINED_LINES:
             if parts[-1].rstrip().endswith("\\"):
                 parts[-1] = parts[-1].rstrip()[:-1]
                 i += 1
                 if not lines[i].lstrip().startswith("#"):  # comment lines inside a continued instruction
+                    before_last = _scan_quotes(parts[-1] + "\n", before_last)
                     parts.append(lines[i])
-            elif _open_quote("\n".join(parts)):  # a string over several lines: one word of this command
+            elif _scan_quotes(parts[-1], before_last)[0] in ("'", '"'):  # a string over several lines: one word
                 i += 1
+                before_last = _scan_quotes(parts[-1] + "\n", before_last)
                 parts.append(lines[i])
             else:
                 break
@@ -174,31 +183,55 @@ def _logical_lines(text: str, shell: bool) -> list[tuple[int, str, str]]:
 
 def _open_quote(text: str) -> bool:
     """A quote opened in shell text is not closed by its end (escapes and comments followed)."""
-    if "'" not in text and '"' not in text:
-        return False
-    state = ""  # "", "'", '"' or "#" (in a comment)
-    previous = "\n"
-    i = 0
-    while i < len(text):
-        char = text[i]
+    return _scan_quotes(text, ("", "\n"))[0] in ("'", '"')
+
+
+_PLAIN_SPECIAL = re.compile(r"""[\\'"#\n]""")
+_DOUBLE_SPECIAL = re.compile(r"""[\\"]""")
+
+
+def _scan_quotes(text: str, start: tuple[str, str]) -> tuple[str, str]:
+    """The quote state after ``text``, from ``start``: (``""``, ``"'"``, ``'"'`` or ``"#"``, the last character).
+
+    Jumps from one quote, escape, comment sign or newline to the next (regex and ``str.find``), so long lines of
+    plain text cost next to nothing.
+    """
+    state, previous = start
+    pos, end = 0, len(text)
+    while pos < end:
         if state == "#":
-            if char == "\n":
-                state = ""
+            j = text.find("\n", pos)
+            if j < 0:
+                return state, text[-1]
+            state, previous, pos = "", "\n", j + 1
         elif state == "'":
-            if char == "'":
-                state = ""
-        elif char == "\\":
-            i += 1  # the next character is escaped (outside single quotes)
+            j = text.find("'", pos)
+            if j < 0:
+                return state, text[-1]
+            state, previous, pos = "", "'", j + 1
         elif state == '"':
-            if char == '"':
-                state = ""
-        elif char in "'\"":
-            state = char
-        elif char == "#" and previous in " \t\n;":
-            state = "#"
-        previous = char
-        i += 1
-    return state in ("'", '"')
+            match = _DOUBLE_SPECIAL.search(text, pos)
+            if match is None:
+                return state, text[-1]
+            if match.group() == "\\":
+                previous, pos = "\\", match.start() + 2  # the next character is escaped
+            else:
+                state, previous, pos = "", '"', match.end()
+        else:
+            match = _PLAIN_SPECIAL.search(text, pos)
+            if match is None:
+                return state, text[-1]
+            char, k = match.group(), match.start()
+            before = text[k - 1] if k > pos else previous
+            if char == "\\":
+                previous, pos = "\\", k + 2
+                continue
+            if char in "'\"":
+                state = char
+            elif char == "#" and before in " \t\n;":
+                state = "#"
+            previous, pos = char, k + 1
+    return state, previous if pos > end or not text else (text[-1] if pos == end else previous)
 
 
 def _commands(text: str, file_kind: str) -> list[tuple[int, str, str | list[str]]]:
@@ -351,36 +384,86 @@ def _exec_form(value: str) -> list[str] | None:
     return None
 
 
-def _split(command: str | list[str]) -> list[list[str]]:
+def _split(command: str | list[str]) -> Iterator[list[str]]:
     """The simple commands in a shell string (split at ``&&``, ``;``, ``|``, ...), or the exec form's one command.
 
-    ``sh -c "..."`` is opened up.
+    ``sh -c "..."`` is opened up. Lazily: a reader that has seen enough commands stops the tokenising there.
     """
     if isinstance(command, list):
         words = command
         if _shell_c(words):
-            return _split(words[2])
-        return [words]
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|")
-    lexer.whitespace_split = True
-    lexer.commenters = "#"
-    try:
-        tokens = list(lexer)
-    except ValueError:  # unbalanced quotes: read what splits on whitespace
-        tokens = command.split()
-    out: list[list[str]] = [[]]
-    for token in tokens:
-        if token in _SEPARATORS:
-            out.append([])
-        else:
-            out[-1].append(token)
-    expanded: list[list[str]] = []
-    for words in out:
-        if _shell_c(words):
-            expanded.extend(_split(words[2]))
+            yield from _split(words[2])
         elif words:
-            expanded.append(words)
-    return expanded
+            yield words
+        return
+    if not any(server in command for server in SERVERS):
+        return  # no server is started here: nothing to split
+    words = []
+    for token in shell_words(command):
+        if token in _SEPARATORS:
+            if _shell_c(words):
+                yield from _split(words[2])
+            elif words:
+                yield words
+            words = []
+        else:
+            words.append(token)
+    if _shell_c(words):
+        yield from _split(words[2])
+    elif words:
+        yield words
+
+
+_SHELL_TOKEN = re.compile(
+    r"""(?P<space>[ \t\r\n\f\v]+)"""
+    r"""|(?P<punct>&&|\|\||;;|[;&|])"""
+    r"""|(?P<word>(?:[^ \t\r\n\f\v'"\\;&|]|'[^']*'|"(?:[^"\\]|\\.)*"|\\.)+)""",
+    re.S,
+)
+"""One shell token. A word is built one character or one whole quoted string at a time: no two ways to match the
+same text, so a scan never backtracks (linear in the command's length, unlike ``shlex``, which grows each token by
+one character at a time)."""
+_WORD_PART = re.compile(r"""'([^']*)'|"((?:[^"\\]|\\.)*)"|\\(.)|([^'"\\]+)""", re.S)
+_DOUBLE_QUOTE_ESCAPE = re.compile(r"""\\([$`"\\\n])""")
+
+
+def shell_words(command: str) -> Iterator[str]:
+    """The words and separators (``;``, ``&&``, ``||``, ``|``, ``&``, ``;;``) of a shell command, POSIX quoting.
+
+    A ``#`` that starts a word starts a comment to the end of the line. With a quote left open, the rest of the
+    command is split on whitespace (a shell would refuse it; the reader takes what it can).
+    """
+    pos, end = 0, len(command)
+    while pos < end:
+        match = _SHELL_TOKEN.match(command, pos)
+        if match is None:  # an unbalanced quote
+            yield from command[pos:].split()
+            return
+        pos = match.end()
+        if match.lastgroup == "space":
+            continue
+        text = match.group()
+        if match.lastgroup == "word" and text.startswith("#"):
+            newline = command.find("\n", match.start())
+            pos = end if newline < 0 else newline
+            continue
+        word = text if match.lastgroup == "punct" else _unquote(text)
+        if word or "'" in text or '"' in text:  # a backslash-newline alone joins lines; it is no word
+            yield word
+
+
+def _unquote(word: str) -> str:
+    out = []
+    for single, double, escaped, plain in _WORD_PART.findall(word):
+        if plain:
+            out.append(plain)
+        elif escaped:
+            out.append(escaped if escaped != "\n" else "")
+        elif double:
+            out.append(_DOUBLE_QUOTE_ESCAPE.sub(lambda m: m.group(1) if m.group(1) != "\n" else "", double))
+        else:
+            out.append(single)
+    return "".join(out)
 
 
 def _shell_c(words: list[str]) -> bool:
@@ -388,7 +471,7 @@ def _shell_c(words: list[str]) -> bool:
     return (
         len(words) >= 3
         and words[0].rsplit("/", 1)[-1] in ("sh", "bash", "dash", "ash", "zsh")
-        and re.fullmatch(r"-[a-z]*c[a-z]*", words[1]) is not None
+        and _SHELL_C_OPTION.fullmatch(words[1]) is not None
     )
 
 
@@ -406,6 +489,9 @@ _WRAPPERS = frozenset({"exec", "env", "nohup", "time", "tini", "dumb-init", "--"
 _USER_WRAPPERS = frozenset({"gosu", "su-exec", "chpst", "setpriv"})
 """Wrappers whose next word is a user (``gosu app gunicorn ...``)."""
 _CASE_ARM = re.compile(r"[\w|*.-]+\)")
+_SHELL_C_OPTION = re.compile(r"-[a-z]*c[a-z]*")
+_PYTHON = re.compile(r"python[0-9.]*")
+_DEFAULT_VALUE = re.compile(r"\$\{\w+:?[-=]([0-9]+)\}")
 _NUMBER = re.compile(r"[0-9]+")
 
 
@@ -429,7 +515,7 @@ def _server(words: list[str]) -> tuple[str, int] | None:
     if i >= len(words):
         return None
     head = words[i].rsplit("/", 1)[-1]
-    if re.fullmatch(r"python[0-9.]*", head):
+    if _PYTHON.fullmatch(head):
         i += 1
         while i < len(words) and words[i].startswith("-") and words[i] != "-m":
             i += 2 if words[i] in ("-X", "-W") else 1  # interpreter options before -m
@@ -491,6 +577,6 @@ def _read(words: list[str], env_workers: str | None) -> tuple[str, str, str, boo
 
 def _at_most_one(workers: str) -> bool:
     """``1``, ``0``, ``01``, or a variable whose default is one of those (``${WORKERS:-1}``)."""
-    default = re.fullmatch(r"\$\{\w+:?[-=]([0-9]+)\}", workers)
+    default = _DEFAULT_VALUE.fullmatch(workers)
     digits = default.group(1) if default else workers
     return _NUMBER.fullmatch(digits) is not None and digits.lstrip("0") in ("", "1")

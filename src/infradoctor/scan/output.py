@@ -83,7 +83,7 @@ def to_finding(v: Violation) -> Finding:
     evidence["source"] = v.line_text[:200]
     if v.fixable:
         evidence["fixable"] = True
-    return make_finding(v.code, v.message, evidence,
+    return make_finding(v.code, v.message, evidence, severity=v.severity,
                         location=Location(v.path, v.line, v.column, v.function))
 
 

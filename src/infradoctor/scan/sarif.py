@@ -88,11 +88,11 @@ def to_sarif(report: ScanReport, *, base_dir: Path | None = None) -> dict[str, A
         results.append({
             "ruleId": v.code,
             "ruleIndex": index[v.code],
-            "level": _level(v.code),
+            "level": _LEVELS[v.severity] if v.severity is not None else _level(v.code),
             "message": {"text": v.message},
             "locations": [{"physicalLocation": {"artifactLocation": artifact, "region": region}}],
             "partialFingerprints": {FINGERPRINT_KEY: fingerprint(v.code, artifact["uri"], v.line_text, occurrence)},
-            "properties": {"name": v.name, "fixable": v.fixable},
+            "properties": {"name": v.name, "fixable": v.fixable, "unsafeFix": v.unsafe_fix},
         })
     notifications = []
     for p in report.problems:

@@ -4,18 +4,29 @@ What it detects:
     Inside an ``async def`` (the innermost function; a nested ``def`` or ``lambda`` resets the context), a call
     that blocks the thread: ``time.sleep``, ``requests``/``httpx``/``urllib3`` module functions,
     ``urllib.request.urlopen``, ``subprocess.run``/``call``/``check_output``, ``os.system``, ``open()``,
-    ``Path.read_text()``-style file I/O, ``shutil`` copies, ``torch.load``, a model forward (``model(x)``,
-    ``model.forward``), ``model.generate(...)``/``model.predict(...)``, ``.cuda()`` and ``torch.cuda.synchronize()``.
+    ``Path.read_text()``-style file I/O, ``shutil`` copies, ``torch.load``, ``.cuda()``,
+    ``torch.cuda.synchronize()``, and model work: a call of an object that holds a model (a torch module, an HF or
+    diffusers pipeline, a SentenceTransformer, another framework's model such as faster-whisper's ``WhisperModel``
+    or a Keras model), any method of such an object that runs it (``generate``, ``transcribe``, ``caption``,
+    ``set_image`` ...; not ``.to()``, ``.eval()`` or ``.config``), a function or method of the same file that runs
+    a model (``self.inference(batch)``, ``generate_text(model, ...)``; one level deep, sync generators when iterated),
+    and a function from another module that is handed a model (``generate_chatglm3(model, tokenizer, params)``).
 
 Why it matters:
     An async server runs every request on one event loop. A blocking call stops all of them: throughput collapses
     to one request at a time and p99 grows with concurrency (S001/S002 at run time).
 
 How it is measured:
-    Statically. Not reported: calls that are awaited (``await x.generate()``), iterated with ``async for``,
-    handed to ``asyncio.create_task``/``gather``, or that sit in the arguments of ``asyncio.to_thread``,
-    ``loop.run_in_executor``, ``executor.submit``, ``anyio.to_thread.run_sync`` or ``run_in_threadpool``
-    (these run in a worker thread).
+    Statically. What a name holds is resolved from its assignment: ``self.pipeline = self._init_pipeline()`` in
+    ``__init__`` (through the helper's ``return``), a module global assigned under ``if __name__ == "__main__":``,
+    a local variable; an object whose assignment is not visible counts as a model only when named like one
+    (``model``, ``self.net``), and then only its forward, ``generate``, ``predict`` and similar methods. Pydantic
+    models (``chunk.model_dump_json()``), tokenizers, processors and lambdas are not models. Not reported: calls
+    that are awaited (``await x.generate()``), iterated with ``async for``, handed to ``asyncio.create_task``/
+    ``gather``, or that sit in the arguments of ``asyncio.to_thread``, ``loop.run_in_executor``,
+    ``executor.submit``, ``anyio.to_thread.run_sync`` or ``run_in_threadpool`` (these run in a worker thread);
+    async tests (``async def test_*``), pytest fixtures and other coroutines under a test folder (``tests/``,
+    ``integration-tests/``) that are not request handlers: they serve no traffic.
 
 Fix:
     ``await asyncio.to_thread(fn, *args)`` or ``await loop.run_in_executor(None, fn, *args)``; or make the
@@ -25,9 +36,12 @@ Fix:
 
 from __future__ import annotations
 
+import ast
+
 from infradoctor.findings import Rule, Severity
 from infradoctor.scan import knowledge as K
-from infradoctor.scan.visitor import CallInfo, FileContext
+from infradoctor.scan import values as V
+from infradoctor.scan.context import CallInfo, FileContext, Scope
 
 RULE = Rule(
     "C003",
@@ -40,10 +54,12 @@ RULE = Rule(
 )
 
 _HTTP_VERBS = frozenset({"get", "post", "put", "delete", "patch", "head", "options", "request", "stream"})
-CALL_NAMES = frozenset(
-    {q.rsplit(".", 1)[-1] for q in K.BLOCKING_CALLS} | set(K.BLOCKING_METHODS) | _HTTP_VERBS
-    | {"generate", "predict"}
-)
+CALL_NAMES = frozenset({q.rsplit(".", 1)[-1] for q in K.BLOCKING_CALLS} | set(K.BLOCKING_METHODS) | _HTTP_VERBS)
+NOT_BLOCKING_MODULES = frozenset({"asyncio", "anyio", "trio", "logging", "json", "typing", "functools", "contextlib",
+                                  "copy", "dataclasses", "inspect", "itertools", "operator", "starlette", "fastapi",
+                                  "pydantic", "uvicorn", "ray", "litserve", "bentoml", "sse_starlette", "gc",
+                                  "weakref", "collections", "warnings", "traceback"})
+"""Modules whose functions do not run a model handed to them (a model passed to ``partial`` or ``logging``)."""
 
 
 _PATH_ARITY = {"read_text": (0, 2), "read_bytes": (0, 0), "write_text": (1, 2), "write_bytes": (1, 1),
@@ -74,8 +90,6 @@ def _reason(call: CallInfo, ctx: FileContext) -> str | None:
         return None
     if call.name in K.BLOCKING_METHODS and _path_like_call(call):
         return K.BLOCKING_METHODS[call.name]
-    if call.name in ("generate", "predict") and ctx.is_model_expr(call.receiver):
-        return f"{call.receiver_key}.{call.name}() runs the model on the event loop"
     return None
 
 
@@ -88,10 +102,16 @@ def _report(call: CallInfo, ctx: FileContext, reason: str) -> None:
     )
 
 
+def _on_loop(ctx: FileContext, call: CallInfo) -> bool:
+    scope = ctx.scope
+    if ctx.in_test_folder and scope.handler is None:
+        return False  # a fixture polling a test server: only a route serves traffic in test code
+    return scope.in_async and not scope.offload and not call.awaited and not scope.test
+
+
 def check(call: CallInfo, ctx: FileContext) -> None:
     """Report a known blocking call made directly on the event loop."""
-    scope = ctx.scope
-    if not scope.in_async or scope.offload or call.awaited:
+    if not _on_loop(ctx, call) or call.work:
         return
     reason = _reason(call, ctx)
     if reason is not None:
@@ -99,8 +119,59 @@ def check(call: CallInfo, ctx: FileContext) -> None:
 
 
 def check_model_call(call: CallInfo, ctx: FileContext) -> None:
-    """Report a model forward made directly on the event loop."""
-    scope = ctx.scope
-    if not scope.in_async or scope.offload or call.awaited or call.name in CALL_NAMES:
+    """Report model work made directly on the event loop."""
+    if not _on_loop(ctx, call):
         return
-    _report(call, ctx, f"model forward {call.key}(...) runs on the event loop")
+    held = call.held_key or call.key or "model"
+    if call.key == held:
+        what = f"{held}(...) runs the model" if call.model != V.PIPELINE else f"{held}(...) runs the pipeline"
+    else:
+        what = f"{held}.{call.name}() runs the model"
+    _report(call, ctx, f"{what} on the event loop")
+
+
+def check_local_call(call: CallInfo, ctx: FileContext) -> None:
+    """Hold a call to a function of this file; reported at the end of the file if that function runs a model."""
+    fn = call.callee_fn
+    if fn is None or not _on_loop(ctx, call) or isinstance(fn.node, ast.AsyncFunctionDef) or fn.node is ctx.scope.node:
+        return
+    if fn.generator and ctx.data.get("iterated") is not call:
+        return  # a generator handed to a StreamingResponse runs in Starlette's thread pool; iterated here, it blocks
+    held: list[tuple[Scope, CallInfo]] = ctx.data.setdefault(RULE.code, [])
+    held.append((ctx.scope, call))
+
+
+def check_async_call(call: CallInfo, ctx: FileContext) -> None:
+    """Report a function from another module that is handed a model (``generate(model, tokenizer, params)``)."""
+    node = call.node
+    if call.work or call.callee_fn is not None or ctx.scope.test or not isinstance(node.func, ast.Name):
+        return
+    name = node.func.id
+    qual = ctx.resolve(name)
+    if name not in ctx.index.shadowed and (  # a relative import is this project's own function
+            qual is None or qual.split(".", 1)[0] in NOT_BLOCKING_MODULES or qual.startswith("builtins.")):
+        return
+    for arg in (*node.args, *(kw.value for kw in node.keywords)):
+        if isinstance(arg, (ast.Name, ast.Attribute)) and ctx.kind_of(arg) in V.MODEL_KINDS:
+            _report(call, ctx, f"{node.func.id}() is handed the model `{ast.unparse(arg)}` and runs it on the "
+                    "event loop")
+            return
+
+
+def file_end(ctx: FileContext) -> None:
+    """Report calls made on the event loop to functions of this file that run a model."""
+    for scope, call in ctx.data.get(RULE.code, []):
+        summary = ctx.summary_of(call.callee_fn)
+        if summary is None or not summary.work or call.callee_fn is None:
+            continue
+        line, what = summary.work[0]
+        name = call.callee_fn.qualname.rsplit(".", 1)[-1] if call.key and call.key.startswith("self.") else (
+            call.callee_fn.qualname)
+        hit = ctx.make_hit(
+            RULE.code, call.node,
+            f"blocking call in async function `{scope.name}`: {call.key}() runs the model ({what} at line {line}) "
+            "on the event loop",
+            {"call": call.key, "function": scope.name, "helper": name, "model_line": line},
+        )
+        hit.function = scope.name
+        ctx.hits.append(hit)

@@ -1,7 +1,8 @@
 """C005 missing-eval: weights are loaded into a model that is never switched to ``eval()``.
 
 What it detects:
-    In PyTorch code that does not train (no ``.backward()``/optimizer step in the file), a model whose weights are
+    In PyTorch code that does not train (no ``.backward()``, optimizer step, trainer ``fit`` or LightningModule
+    with ``training_step``/``configure_optimizers`` in the file), a model whose weights are
     loaded (``model.load_state_dict(...)``, ``model = torch.load(...)``, a pretrained torchvision builder) and
     that is then called (``model(x)``, ``.forward``, ``.generate``), with no ``model.eval()`` /
     ``model.train(False)`` / ``model.train()`` anywhere in the file. ``load_state_dict`` counts when its argument
@@ -17,7 +18,9 @@ Why it matters:
 How it is measured:
     Statically, by name across the file: the receiver of ``load_state_dict`` (``model``, ``self.model``), or the
     target of the load assignment, is matched against receivers of ``.eval()``/``.train(...)`` and of calls.
-    Models passed to a helper that calls ``eval()`` in another file are not seen (no report, by design).
+    Models passed to a helper that calls ``eval()`` in another file are not seen (no report, by design); a model
+    that is a parameter of the function loading its weights belongs to the caller, which sets its mode; nor are
+    ``hubconf.py`` entry points (the hub's user chooses the mode) and test code.
 
 Fix:
     Call ``model.eval()`` after loading the weights (and ``model.train()`` before resuming training).
@@ -28,7 +31,7 @@ from __future__ import annotations
 import ast
 
 from infradoctor.findings import Rule, Severity
-from infradoctor.scan.visitor import CallInfo, FileContext, Hit, is_model_name, root_key
+from infradoctor.scan.context import CallInfo, FileContext, Hit, is_model_name, root_key
 
 RULE = Rule(
     "C005",
@@ -60,6 +63,12 @@ def _from_a_load(arg: ast.expr, ctx: FileContext, loaded: set[str]) -> bool:
     return root in loaded or bool(ctx.scope.deps.get(root, set()) & loaded)
 
 
+def _a_parameter(key: str, ctx: FileContext) -> bool:
+    """The model was handed in by the caller (``def load_checkpoint(model, path)``): its mode is the caller's."""
+    info = ctx.scope.info
+    return info is not None and key.split(".", 1)[0] in info.params and not key.startswith(("self.", "cls."))
+
+
 def check_model_load(call: CallInfo, ctx: FileContext) -> None:
     """Remember loads of weights into a named model."""
     if not ctx.uses_torch:
@@ -68,7 +77,8 @@ def check_model_load(call: CallInfo, ctx: FileContext) -> None:
     keys: list[str] = []
     loaded: set[str] = ctx.data.setdefault(RULE.code + ":loaded", set())
     if kind == "load_state_dict" and call.receiver_key:
-        if call.node.args and _from_a_load(call.node.args[0], ctx, loaded):
+        if call.node.args and _from_a_load(call.node.args[0], ctx, loaded) and not _a_parameter(
+                call.receiver_key, ctx):
             keys = [call.receiver_key]
     elif kind in _LOADS or kind.startswith("torchvision.models.") or kind in _WEIGHT_FILES:
         loaded.update(call.assigned_to)
@@ -89,7 +99,7 @@ def check_model_load(call: CallInfo, ctx: FileContext) -> None:
 def file_end(ctx: FileContext) -> None:
     """Report loaded models that are called and never put in eval (or train) mode."""
     pending: dict[str, Hit] = ctx.data.get(RULE.code, {})
-    if ctx.trains:
+    if ctx.trains or ctx.path.replace("\\", "/").rsplit("/", 1)[-1] == "hubconf.py":
         return
     for key, hit in pending.items():
         if key not in ctx.eval_keys and key in ctx.called_models:

@@ -6,7 +6,9 @@ What it detects:
     function such as ``criterion``/``F.cross_entropy``/``*_loss``, or ``out.loss``/``out.logits``) that was not
     passed through ``.detach()``, ``.item()``, ``.cpu()``, ``.tolist()``, ``.numpy()``, ``float()``.
     Gradient accumulation is not reported: a list or total that is later fed to ``.backward()`` in the same
-    function.
+    function. Nor are a model's own methods (``nn.Module`` code such as ``forward_intermediates`` or a DenseNet
+    block, whose graph must flow back to the caller), values computed under ``no_grad`` and kept after the block,
+    and test code.
 
 Why it matters:
     Each kept tensor holds its whole autograd graph (every activation of that forward): memory grows every
@@ -26,7 +28,8 @@ from __future__ import annotations
 import ast
 
 from infradoctor.findings import Rule, Severity
-from infradoctor.scan.visitor import CallInfo, FileContext, Hit, Scope, dotted
+from infradoctor.scan import values as V
+from infradoctor.scan.context import CallInfo, FileContext, Hit, Scope, dotted
 
 RULE = Rule(
     "C008",
@@ -45,12 +48,12 @@ def _graph_value(node: ast.AST, ctx: FileContext) -> str | None:
     """Name of the graph-carrying value ``node`` is, or None."""
     if isinstance(node, (ast.List, ast.Tuple)) and len(node.elts) == 1:
         node = node.elts[0]
-    values = ctx.scope.values
+    kinds = ctx.scope.kinds
     if isinstance(node, ast.Name):
-        return node.id if node.id in values else None
+        return node.id if kinds.get(node.id) in V.GRAPH_KINDS else None
     if isinstance(node, ast.Attribute) and node.attr in ("loss", "logits", "last_hidden_state"):
         base = dotted(node.value)
-        return dotted(node) if base in values else None
+        return dotted(node) if base is not None and kinds.get(base) in V.GRAPH_KINDS else None
     return None
 
 
@@ -65,7 +68,9 @@ def _hold(ctx: FileContext, node: ast.AST, container: str, value: str) -> None:
 
 def check(call: CallInfo, ctx: FileContext) -> None:
     """Hold an append of a graph-carrying value made in a loop."""
-    if not ctx.uses_torch or not ctx.loops or ctx.scope.no_grad or not call.node.args or not call.receiver_key:
+    scope = ctx.scope
+    if not ctx.uses_torch or not ctx.loops or scope.no_grad or not call.node.args or not call.receiver_key or (
+            scope.in_module_class):
         return
     value = _graph_value(call.node.args[-1], ctx)
     if value is not None:
@@ -74,11 +79,13 @@ def check(call: CallInfo, ctx: FileContext) -> None:
 
 def check_node(node: ast.AST, ctx: FileContext) -> None:
     """Hold ``total += loss`` made in a loop."""
-    if not isinstance(node, ast.AugAssign) or not ctx.uses_torch or not ctx.loops or ctx.scope.no_grad:
+    scope = ctx.scope
+    if not isinstance(node, ast.AugAssign) or not ctx.uses_torch or not ctx.loops or scope.no_grad or (
+            scope.in_module_class):
         return
     target = dotted(node.target)
     value = _graph_value(node.value, ctx)
-    if target is None or value is None or target in ctx.scope.values:
+    if target is None or value is None or scope.kinds.get(target) in V.GRAPH_KINDS:
         return
     _hold(ctx, node, target, value)
 

@@ -1,9 +1,12 @@
 """C010 dataloader-pin-memory: a DataLoader feeds CUDA from pageable memory.
 
 What it detects:
-    ``torch.utils.data.DataLoader(...)`` without ``pin_memory`` in a file that uses CUDA (``.cuda()``,
-    ``.to("cuda")``, ``.to(device)`` with a device that mentions ``cuda``, ``torch.cuda.is_available()``). An explicit
-    ``pin_memory=False`` is a decision and is not reported; nor is a call with ``**kwargs``.
+    ``torch.utils.data.DataLoader(...)`` without ``pin_memory`` in a file that uses CUDA: ``.cuda()``,
+    ``.to("cuda")``, ``.to(device)`` with a device that mentions ``cuda``, any ``torch.cuda.*`` call
+    (``is_available()``, ``synchronize()``), ``torch.accelerator``, an ``accelerate.Accelerator``, a Lightning
+    ``Fabric`` or ``Trainer`` (they move batches to the accelerator), or an argparse ``--device`` option that
+    defaults to ``cuda``. An explicit ``pin_memory=False`` is a decision and is not reported; nor is a call with
+    ``**kwargs``, nor test code.
 
 Why it matters:
     Copies from pageable host memory go through a staging buffer and cannot overlap with compute; pinned batches
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 from infradoctor.findings import Rule, Severity
 from infradoctor.scan import knowledge as K
-from infradoctor.scan.visitor import CallInfo, FileContext, Hit
+from infradoctor.scan.context import CallInfo, FileContext, Hit
 
 RULE = Rule(
     "C010",

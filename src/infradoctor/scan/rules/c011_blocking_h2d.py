@@ -2,8 +2,9 @@
 
 What it detects:
     ``x.to(device)`` / ``x.cuda()`` without ``non_blocking=True`` where ``x`` holds pinned memory: it comes from a
-    ``DataLoader(..., pin_memory=True)`` bound to a name in the file (``for x, y in loader:``), from
-    ``.pin_memory()``, or from a loop over such a batch (``{k: v.to(device) for k, v in batch.items()}``). Casts
+    ``DataLoader(..., pin_memory=True)`` bound to a name or an attribute (``for x, y in loader:``, also
+    ``self.train_loader`` assigned in ``__init__`` from a helper that returns the loader), from ``.pin_memory()``,
+    or from a loop over such a batch (``{k: v.to(device) for k, v in batch.items()}``). Casts
     (``.to(torch.float16)``) and copies to ``"cpu"`` are not reported.
 
 Why it matters:
@@ -22,7 +23,8 @@ from __future__ import annotations
 import ast
 
 from infradoctor.findings import Rule, Severity
-from infradoctor.scan.visitor import CallInfo, FileContext, dotted
+from infradoctor.scan import values as V
+from infradoctor.scan.context import CallInfo, FileContext, dotted
 
 RULE = Rule(
     "C011",
@@ -48,7 +50,7 @@ def _is_device(node: ast.AST, ctx: FileContext) -> bool:
     if qual is not None and qual.startswith("torch."):
         return False  # a dtype such as torch.float16
     last = key.rsplit(".", 1)[-1].lower()
-    return key in ctx.cuda_names or any(word in last for word in ("device", "dev", "gpu", "cuda", "rank"))
+    return ctx.key_kind(key) == V.CUDA or any(word in last for word in ("device", "dev", "gpu", "cuda", "rank"))
 
 
 def check(call: CallInfo, ctx: FileContext) -> None:
@@ -56,8 +58,9 @@ def check(call: CallInfo, ctx: FileContext) -> None:
     receiver = call.receiver
     if receiver is None:
         return
-    pinned = (isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute)
-              and receiver.func.attr == "pin_memory") or (call.receiver_key in ctx.scope.pinned)
+    pinned_name = call.receiver_key is not None and ctx.scope.kinds.get(call.receiver_key) == V.PINNED
+    pinned = pinned_name or (isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute)
+                             and receiver.func.attr == "pin_memory")
     if not pinned:
         return
     kw = call.keyword("non_blocking")
@@ -68,7 +71,6 @@ def check(call: CallInfo, ctx: FileContext) -> None:
                                                            if call.keyword("device") else None)
         if device is None or not _is_device(device, ctx):
             return
-    what = "pinned tensor" if call.receiver_key is None or call.receiver_key not in ctx.scope.pinned else (
-        f"pinned `{call.receiver_key}`")
+    what = f"pinned `{call.receiver_key}`" if pinned_name else "pinned tensor"
     ctx.report(RULE.code, call.node, f"{what} copied with .{call.name}() without "
                "non_blocking=True; the host waits for every copy", {"tensor": call.receiver_key})

@@ -2,8 +2,11 @@
 
 What it detects:
     ``torch.cuda.empty_cache()`` (through any alias) inside a hot loop (one that calls a model, ``.backward()`` or
-    an optimizer step), or inside a request handler (route decorators, Ray Serve deployment methods, registered
-    routes). A loop over devices or other cleanup loops are not reported.
+    an optimizer step), or inside a request handler (route decorators, Ray Serve deployment methods, serving
+    framework handler methods, registered routes). Not reported: loops over devices or other cleanup loops,
+    profiling, benchmarking and cleanup helpers (a function named like ``profile_memory``, ``benchmark``,
+    ``cleanup``, ``free_memory``, or one that reads memory statistics such as ``torch.cuda.max_memory_allocated``,
+    or a file named like a benchmark), where emptying the cache is part of measuring; test code.
 
 Why it matters:
     ``empty_cache`` frees only blocks the caching allocator holds and no tensor uses; it frees nothing live, so it
@@ -23,7 +26,8 @@ Fix:
 from __future__ import annotations
 
 from infradoctor.findings import Rule, Severity
-from infradoctor.scan.visitor import CallInfo, FileContext, Hit, LoopFrame
+from infradoctor.scan import knowledge as K
+from infradoctor.scan.context import CallInfo, FileContext, Hit, LoopFrame, Scope
 
 RULE = Rule(
     "C012",
@@ -34,33 +38,62 @@ RULE = Rule(
     risk="None.",
     commands=("scan",),
 )
-CALL_NAMES = frozenset({"empty_cache"})
+CALL_NAMES = frozenset({"empty_cache"} | {q.rsplit(".", 1)[-1] for q in K.MEMORY_PROBES})
+_BENCH_FILE = ("bench", "profil")
+
+
+def _measuring(scope: Scope, ctx: FileContext) -> bool:
+    """The function measures memory or time (a profiling or cleanup helper), or the file is a benchmark."""
+    name = ctx.path.replace("\\", "/").rsplit("/", 1)[-1].lower()
+    if any(word in name for word in _BENCH_FILE):
+        return True
+    fn: Scope | None = scope
+    while fn is not None and fn.is_function:
+        if K.PROFILING_NAME_RE.search(fn.name.rsplit(".", 1)[-1]) or fn.data.get(RULE.code + ":probe"):
+            return True
+        fn = fn.parent
+    return False
 
 
 def check(call: CallInfo, ctx: FileContext) -> None:
-    """Report empty_cache() in a loop now, or in a function that turns out to be a handler."""
-    if call.qualname not in ("torch.cuda.empty_cache", "torch.cuda.memory.empty_cache"):
+    """Hold empty_cache() in a loop or a function that may turn out to be a handler; note memory probes."""
+    qual = call.qualname
+    scope = ctx.scope
+    if qual in K.MEMORY_PROBES:
+        scope.data[RULE.code + ":probe"] = True
+        return
+    if qual not in ("torch.cuda.empty_cache", "torch.cuda.memory.empty_cache"):
         return
     if ctx.loops:
-        held: list[Hit] = ctx.data.setdefault(RULE.code, {}).setdefault(id(ctx.loops[-1]), [])
+        held: list[Hit] = ctx.loops[-1].data.setdefault(RULE.code, [])
         held.append(ctx.make_hit(RULE.code, call.node, "torch.cuda.empty_cache() inside a training/inference loop "
                                  "slows every iteration and frees nothing live; find what holds memory instead",
                                  {"place": "loop"}))
-        return
-    scope = ctx.scope
-    if scope.kind in ("def", "async"):
-        ctx.report_if_handler(scope, ctx.make_hit(
+    elif scope.kind in ("def", "async"):
+        handler_held: list[tuple[Scope, Hit]] = scope.data.setdefault(RULE.code, [])
+        handler_held.append((scope, ctx.make_hit(
             RULE.code, call.node, f"torch.cuda.empty_cache() in request handler `{scope.name}` slows every request "
-            "and frees nothing live", {"place": "handler"}))
+            "and frees nothing live", {"place": "handler"})))
 
 
 def loop_end(frame: LoopFrame, ctx: FileContext) -> None:
-    """Report held calls of a hot loop; pass them to the enclosing loop otherwise."""
-    held_by_loop: dict[int, list[Hit]] = ctx.data.get(RULE.code, {})
-    held = held_by_loop.pop(id(frame), None)
+    """Keep held calls of a hot loop for the function's end; pass them to the enclosing loop otherwise."""
+    held: list[Hit] | None = frame.data.pop(RULE.code, None)
     if not held:
         return
     if frame.hot:
-        ctx.hits.extend(held)
+        kept: list[tuple[Scope, Hit]] = ctx.scope.data.setdefault(RULE.code + ":loop", [])
+        kept.extend((ctx.scope, hit) for hit in held)
     elif ctx.loops:
-        held_by_loop.setdefault(id(ctx.loops[-1]), []).extend(held)
+        ctx.loops[-1].data.setdefault(RULE.code, []).extend(held)
+
+
+def scope_end(scope: Scope, ctx: FileContext) -> None:
+    """Report what the function held, unless it measures memory (a profiling or cleanup helper)."""
+    in_loops: list[tuple[Scope, Hit]] = scope.data.get(RULE.code + ":loop", [])
+    in_body: list[tuple[Scope, Hit]] = scope.data.get(RULE.code, [])
+    if not (in_loops or in_body) or _measuring(scope, ctx):
+        return
+    ctx.hits.extend(hit for _, hit in in_loops)
+    for owner, hit in in_body:
+        ctx.report_if_handler(owner, hit)

@@ -44,10 +44,16 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from infradoctor.findings import Rule, Severity
-from infradoctor.scan.visitor import CallInfo, FileContext, Hit, is_model_name
+from infradoctor.scan import launchers
+from infradoctor.scan import values as V
+from infradoctor.scan.context import CallInfo, FileContext, Hit, is_model_name
+from infradoctor.scan.violations import Violation
 
 RULE = Rule(
     "C013",
@@ -127,16 +133,11 @@ def check(call: CallInfo, ctx: FileContext) -> None:
 
 def _on_model(call: CallInfo, ctx: FileContext) -> bool:
     """The call's receiver (or the name it is assigned to) is a model."""
-    if any(is_model_name(key) or key in ctx.model_vars for key in call.assigned_to):
+    if any(is_model_name(key) or ctx.key_kind(key) in V.MODEL_KINDS for key in call.assigned_to):
         return True
     if call.receiver_key is not None and ctx.is_model_expr(call.receiver):
         return True
-    return isinstance(call.receiver, ast.Call) and _is_model_build(call.receiver, ctx)
-
-
-def _is_model_build(node: ast.Call, ctx: FileContext) -> bool:
-    name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-    return name in ("from_pretrained",) or name in ctx.model_classes
+    return isinstance(call.receiver, ast.Call) and ctx.kind_of(call.receiver) in V.MODEL_KINDS
 
 
 def check_model_load(call: CallInfo, ctx: FileContext) -> None:
@@ -191,3 +192,59 @@ def file_end(ctx: FileContext) -> None:
         if module is not None:  # counts only if the scan also reads that module and it loads a GPU model
             hit.requires = (GPU_FACT, module)
             ctx.hits.append(hit)
+
+
+# -- command lines in launcher files, and the other files they need -----------------------------------------------
+Nearest = Callable[[Sequence[Path | str]], "tuple[str, dict[str, Any]] | None"]
+
+
+def check_launcher(text: str, display: str, file_kind: str, lines: Sequence[str]
+                   ) -> list[tuple[tuple[str, str], Violation]]:
+    """Multi-worker servers started by a launcher file; each counts only if its app's module puts a model on the GPU.
+
+    The launcher's own module is named by the command line (``gunicorn -w 4 pkg.main:app``); the engine finds it
+    among the scanned files and calls :func:`resolve_cross_file`.
+    """
+    found: list[tuple[tuple[str, str], Violation]] = []
+    for launch in launchers.launches(text, file_kind):
+        line = lines[launch.line - 1] if 0 < launch.line <= len(lines) else ""
+        evidence: dict[str, Any] = {"workers": launch.workers, "app": launch.app, "launcher": file_kind}
+        if launch.from_env:
+            evidence["workers_from"] = "WEB_CONCURRENCY"
+        if launch.config is not None:  # the worker count comes from gunicorn's configuration file, if scanned
+            evidence.update(server=launch.server, config=launch.config)
+        message = launch_message(launch.server, launch.workers, "WEB_CONCURRENCY" if launch.from_env else None)
+        found.append(((GPU_FACT, launch.module), Violation(
+            code=RULE.code, path=display, line=launch.line, column=launch.column + 1, end_line=launch.line,
+            end_column=launch.end_column + 1, message=message, evidence=evidence, function=None,
+            line_text=line.strip(),
+        )))
+    return found
+
+
+def resolve_cross_file(violation: Violation, display: str, provider: tuple[str, dict[str, Any]], fact: str,
+                       nearest: Nearest) -> Violation | None:
+    """A server whose app's module puts a model on the GPU: name the model's file and line; settle gunicorn's count.
+
+    A command-line gunicorn that leaves the worker count to its configuration file takes the file's ``workers``
+    when the scan read it (a relative ``-c`` path from the launcher's folder or one above it, the nearest; an
+    absolute one, as in a container, by its name there), else ``WEB_CONCURRENCY`` from the launcher; None when that
+    makes one worker.
+    """
+    target_display, facts = provider
+    violation = replace(violation, evidence={**violation.evidence, "model_path": target_display,
+                                             fact.split(".", 1)[-1]: facts[fact]})
+    config = violation.evidence.get("config")
+    if config is None:
+        return violation
+    entry = nearest([Path(config).name if Path(config).is_absolute() else config])
+    workers = entry[1].get(WORKERS_FACT) if entry is not None else None
+    evidence = {k: v for k, v in violation.evidence.items() if k not in ("config", "server")}
+    if workers is None:  # not scanned, or no workers there: WEB_CONCURRENCY or the default of one
+        return replace(violation, evidence=evidence) if evidence["workers"] else None
+    if workers.isascii() and workers.isdigit() and workers.lstrip("0") in ("", "1"):
+        return None
+    assert entry is not None
+    evidence.update(workers=workers, workers_from=entry[0])
+    message = launch_message(violation.evidence["server"], workers, entry[0])
+    return replace(violation, evidence=evidence, message=message)
