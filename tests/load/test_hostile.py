@@ -164,7 +164,8 @@ def test_one_100_continue_then_silence_ends_at_the_timeout_as_a_protocol_error()
     with hostile(continue_then_nothing) as url:
         point = run_point(RequestSpec(url), concurrency=1, requests=1, duration_s=None, timeout_s=0.3)
     assert point.errors == {"protocol_error": 1}
-    assert 300_000 <= point.error_latency.max_us <= 301_000  # at the timeout, from the send
+    # at the timeout from the send (plus the connect, which the latency from the issue time includes)
+    assert 300_000 <= point.error_latency.max_us < 450_000
 
 
 def test_100_continue_before_the_final_response_is_fine() -> None:

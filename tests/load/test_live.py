@@ -592,7 +592,9 @@ def test_open_loop_stream_reports_corrected_and_uncorrected_ttft(sick: Running) 
 
 def test_library_run_with_a_point_observer(sick: Running, result_validator) -> None:
     """``infradoctor.load.run(LoadOptions)`` returns the result the CLI would; an observer watches each point from
-    the side (the seam router and server metrics attach to) and its observations land in the points."""
+    the side (the seam router and server metrics attach to): its observations land in the points, its findings
+    among the result's."""
+    from infradoctor.findings import make_finding
     from infradoctor.load import LoadMetrics, LoadOptions, run
 
     class Watcher:
@@ -610,7 +612,7 @@ def test_library_run_with_a_point_observer(sick: Running, result_validator) -> N
 
         def findings(self, metrics: LoadMetrics) -> list:
             self.seen.append(metrics)
-            return []
+            return [make_finding("S013", "batching seen from the side")]
 
     watcher = Watcher()
     result = run(LoadOptions(url=f"{sick.url}/fixed?ms=5", concurrency=[1, 2], duration_s=0.5, timeout_s=5,
@@ -621,3 +623,28 @@ def test_library_run_with_a_point_observer(sick: Running, result_validator) -> N
     points = result.metrics["points"]
     assert [p["observations"]["watcher"]["completed"] for p in points] == [p["completed"] for p in points]
     assert len(watcher.seen) == 1 and watcher.seen[0].points[1].label == "c=2"
+    assert "S013" in {f.code for f in result.findings}
+
+
+def test_observers_stop_when_the_sweep_fails(sick: Running) -> None:
+    """A sweep that raises still tells its observers it is over (a sampler thread would be left running)."""
+    from infradoctor.load import LoadOptions, measure
+
+    class Failing:
+        name = "failing"
+        told: list[int] = []
+
+        def point_started(self, label: str, level: float, mode: str) -> None:
+            pass
+
+        def point_finished(self, point: PointResult) -> None:
+            raise RuntimeError("observer broke")
+
+        def findings(self, metrics) -> list:  # type: ignore[no-untyped-def]
+            self.told.append(len(metrics.points))
+            return []
+
+    observer = Failing()
+    with pytest.raises(RuntimeError, match="observer broke"):
+        measure(LoadOptions(url=f"{sick.url}/", concurrency=[1], duration_s=0.2, timeout_s=5, observers=[observer]))
+    assert observer.told == [0]

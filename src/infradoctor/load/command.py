@@ -9,13 +9,14 @@ points finished so far, marked interrupted.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from infradoctor.errors import UsageError
-from infradoctor.findings import Finding
+from infradoctor.findings import Finding, rank_findings
 from infradoctor.result import ErrorNote, Result, new_result, utc_now_iso
 
 if TYPE_CHECKING:
@@ -158,7 +159,7 @@ class LoadRun:
     metrics: LoadMetrics
     """The result's metrics."""
     findings: tuple[Finding, ...]
-    """The load rules' findings (and the observers')."""
+    """The load rules' findings and the observers', ranked."""
     notes: tuple[ErrorNote, ...]
     """Problems met (target unreachable, interrupted)."""
 
@@ -198,6 +199,7 @@ def measure(options: LoadOptions) -> LoadRun:
             options.on_point(point)
 
     duration = options.point_duration_s()
+    settings = _settings(options, spec, duration, levels)
     try:
         sweep: SweepResult = run_sync(
             run_sweep_async(
@@ -219,18 +221,25 @@ def measure(options: LoadOptions) -> LoadRun:
     except KeyboardInterrupt:
         sweep = SweepResult("closed" if options.rate is None else "open", points=finished,
                             stop_reason="interrupted")
-    metrics = build_metrics(sweep, _settings(options, spec, duration, levels))
+    except BaseException:
+        # the observers still get to stop (their sampling threads), over what was measured
+        partial = SweepResult("closed" if options.rate is None else "open", points=finished, stop_reason="failed")
+        for observer in options.observers:
+            with contextlib.suppress(Exception):
+                observer.findings(build_metrics(partial, settings))
+        raise
+    metrics = build_metrics(sweep, settings)
     findings = list(diagnose(metrics))
+    notes: list[ErrorNote] = []
     for observer in options.observers:
         findings.extend(observer.findings(metrics))
-    notes: list[ErrorNote] = []
     outcome = LoadRun(sweep, metrics, tuple(findings), ())
     if sweep.points and not outcome.reached:
         classes = sorted({k for p in sweep.points for k in p.errors})
         notes.append(ErrorNote(TARGET_UNREACHABLE, f"no request reached {spec.url}: {', '.join(classes)}"))
     if sweep.interrupted:
         notes.append(ErrorNote(INTERRUPTED, "stopped by Ctrl-C; the result holds the points so far"))
-    return LoadRun(sweep, metrics, tuple(findings), tuple(notes))
+    return LoadRun(sweep, metrics, tuple(rank_findings(findings)), tuple(notes))
 
 
 def run(options: LoadOptions) -> Result:
@@ -263,8 +272,6 @@ def target_unreachable(result: Result) -> bool:
 
 def calibrate(options: LoadOptions) -> Result:
     """The generator's own ceiling against the built-in null server (a ``load`` result with ``calibration``)."""
-    from dataclasses import replace
-
     from infradoctor.load.analysis import build_metrics
     from infradoctor.load.engine import run_point_async, run_sync
     from infradoctor.load.metrics import Calibration, LoadHeadline, LoadSettings

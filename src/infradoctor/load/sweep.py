@@ -154,10 +154,10 @@ PointCallback = Callable[[PointResult], None]
 class PointObserver(Protocol):
     """Something that watches each point from the side (e.g. a sampler of the router's or server's metrics).
 
-    ``point_started`` runs just before a point (in the event loop: keep it short, start a task or thread for the
-    sampling), ``point_finished`` just after it and returns what it recorded, stored as
-    ``point.observations[name]`` (plain JSON data), or None to store nothing; ``findings`` runs once after the
-    sweep, over the whole result's metrics.
+    ``point_started`` runs just before a point (in the event loop: keep it short; sample on a thread of its own),
+    ``point_finished`` just after it and returns what it recorded, stored as ``point.observations[name]`` (plain
+    JSON data), or None to store nothing; ``findings`` runs once after the sweep, over the whole result's metrics
+    (also after Ctrl-C, and over what was measured when the sweep failed: the place to stop sampling).
     """
 
     name: str
