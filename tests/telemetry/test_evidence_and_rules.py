@@ -123,3 +123,14 @@ def test_router_rules_from_counters() -> None:
     assert "max_pending_requests 2" in overflow["R013"].title
     assert overflow["R013"].evidence["cause"] == "pending_overflow"
     assert run_rules(router_evidence(retries=1, pending_total=0)) == []
+
+
+def test_the_batchers_own_wait_with_nobody_waiting_is_not_queueing() -> None:
+    """At c=1 the server's queue time (the batcher's wait) was 37 ms of an 85 ms p50 with an empty waiting queue:
+    S010 fired there, titled "when the waiting queue reached 0". It belongs at the point where requests wait."""
+    evidence = ServerEvidence("http://vllm/metrics", "vllm", (
+        point("c=1", 1, 88, waiting_max=0, running_max=1, queue_time_ms=37.0),
+        point("c=16", 16, 342, waiting_max=12, running_max=4, queue_time_ms=234.0),
+    ))
+    (s010,) = [f for f in run_rules(evidence) if f.code == "S010"]
+    assert s010.evidence["point"] == "c=16" and "reached 12" in s010.title

@@ -16,7 +16,8 @@ Why it matters:
 How it is measured:
     The first point whose waiting queue reaches ``QUEUE_MIN`` while the client's p99 is at least
     ``LATENCY_GROWTH`` times the first point's, or whose mean server queue time is at least ``QUEUE_SHARE`` of
-    the client's p50. The title names the rise, the queue at that point, and KV-cache usage and preemptions
+    the client's p50 while requests do wait (a queue time with an empty waiting queue is the batcher's own wait,
+    not queueing). The title names the rise, the queue at that point, and KV-cache usage and preemptions
     there when they also crossed their thresholds (S011, S012).
 
 Fix:
@@ -62,7 +63,9 @@ def check(evidence: ServerEvidence, options: object) -> list[Finding]:
         grew = bool(rise(evidence, point))
         queue_share = (s.queue_time_ms / point.client_p50_ms if s.queue_time_ms is not None and point.client_p50_ms
                        else None)
-        if not ((queued and (grew or len(evidence.points) == 1)) or (queue_share or 0.0) >= QUEUE_SHARE):
+        # A queue time that dominates the p50 while no request waits (c=1: the batcher's own wait) is not queueing.
+        waited = s.waiting_max is None or queued
+        if not ((queued and (grew or len(evidence.points) == 1)) or (waited and (queue_share or 0.0) >= QUEUE_SHARE)):
             continue
         clauses = []
         if s.waiting_max is not None:
