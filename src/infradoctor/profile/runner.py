@@ -54,6 +54,10 @@ def main(argv: list[str]) -> None:
         sys.stderr.write("usage: python -m infradoctor.profile.runner (script.py | -m module | -c code) [args]\n")
         raise SystemExit(2)
     events_dir = os.environ.get(instrument.EVENTS_DIR_ENV)
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # Started from a background job (CI, nohup), which leaves SIGINT ignored: the profiler stops the program
+        # with SIGINT, so restore Python's Ctrl-C before the program runs (it may still set its own).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if argv[0] == "-m" and len(argv) >= 2:
         kind, target, args = "module", argv[1], argv[2:]
         sys.argv = [target, *args]
