@@ -126,6 +126,21 @@ def test_s001_serialized() -> None:
     assert run(short)["S001"].evidence["latency_ratio"] == pytest.approx(3.924, abs=0.01)
 
 
+def test_s001_serialized_behind_client_gaps() -> None:
+    # a busy machine: at c=1 the generator waits ~12 ms for a core between a response and the next request, so
+    # the serialized service (28 ms per request) shows 25 req/s at c=1 and its real 36 req/s only from c=2 on
+    gaps = [point(1, 25.0, 28.0, 35.0, completed=40), point(2, 35.5, 56.0, 70.0, completed=53),
+            point(4, 36.0, 110.0, 140.0, completed=54), point(8, 36.0, 215.0, 260.0, completed=58)]
+    found = run(gaps)["S001"]
+    assert found.evidence["throughput_scaling"] == pytest.approx(1.44)
+    assert found.evidence["effective_parallelism"] == pytest.approx(1.01, abs=0.01)
+    # two requests at a time is not serialized, even when CPU contention stretches each request (28 -> 38 ms)
+    # and throughput grows less than 1.6x: the service holds 52 * 0.028 = 1.46 requests at once
+    two = [point(1, 35.0, 28.0, 35.0), point(2, 50.0, 40.0, 60.0), point(4, 52.0, 77.0, 110.0),
+           point(8, 52.0, 154.0, 220.0)]
+    assert "S001" not in run(two)
+
+
 def test_s005_cold_start() -> None:
     cold = [point(1, 50, 5, 8, first=(600, 5, 5, 6, 5), p90=6)]
     assert run(cold)["S005"].evidence["slowest_first_ms"] == 600

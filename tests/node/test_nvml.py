@@ -294,10 +294,14 @@ def test_mig_devices_and_their_processes_are_read_and_judged() -> None:
 
 
 def test_mig_record_round_trips_through_the_recorder() -> None:
-    first = NvmlBackend(RecordingNvml(ReplayNvml(mig_record()))).probe()
+    # process names come from the record, never from this machine's /proc (pids 7-9 may exist here, or come and go)
+    def no_name(pid: int) -> str | None:
+        return None
+
+    first = NvmlBackend(RecordingNvml(ReplayNvml(mig_record())), process_name=no_name).probe()
     recorder = RecordingNvml(ReplayNvml(mig_record()))
-    NvmlBackend(recorder).probe()
-    again = NvmlBackend(ReplayNvml(recorder.record())).probe()
+    NvmlBackend(recorder, process_name=no_name).probe()
+    again = NvmlBackend(ReplayNvml(recorder.record()), process_name=no_name).probe()
     assert again.snapshot.devices == first.snapshot.devices
     assert again.snapshot.devices[0].mig_devices[0].memory_used_bytes == int(39.5 * 1024**3)
 
