@@ -8,20 +8,33 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 REDACTED = "[REDACTED]"
+USERINFO_REDACTED = "REDACTED"
+"""What stands for ``user:password`` in a URL (``http://REDACTED@host``): letters only, so the URL still parses
+(``http://[REDACTED]@host`` reads as an IPv6 literal to ``urlsplit``, and any presenter of the URL fails)."""
 
-_SECRET_KEY = re.compile(
+_SECRET_NAME = re.compile(
     r"^(?:x_)?(?:authorization|proxy_authorization|cookie|set_cookie|api_?key|access_token|refresh_token|id_token|"
-    r"auth_token|bearer_token|token|secret|client_secret|password|passwd|pwd|private_key|session_?id|signature|"
-    r"sig|credentials?|amz_security_token|goog_api_key|auth)$"
-    r"|_(?:password|passwd|pass|secret|api_?key|key|token|access_token|auth_token|bearer_token|private_key|"
+    r"auth_token|bearer_token|token|secret|client_secret|password|passwd|pwd|private_key|session|session_?id|sid|"
+    r"signature|sig|credentials?|amz_security_token|goog_api_key|auth)$"
+)
+_SECRET_SUFFIX = re.compile(
+    r"_(?:password|passwd|pass|secret|api_?key|key|token|access_token|auth_token|bearer_token|private_key|"
     r"credentials?)$"
 )
-# ``key=value``, ``key: value`` and ``"key": "value"`` anywhere in free text; the key decides (is_secret_key).
-_KEY_VALUE = re.compile(
-    r"""(?P<q>["']?)(?<![A-Za-z0-9_.-])(?P<key>[A-Za-z][A-Za-z0-9_.-]{1,60})(?P=q)"""  # a key starts a run: linear
-    r"""(?P<sep>[ \t]*[:=][ \t]*)(?P<vq>["']?)"""
-    r"""(?P<value>[^\s"'&,;{}]+)"""
+_COOKIE_NAME = re.compile(r"^(?:x_)?(?:set_)?cookie$")
+# ``key=value``, ``key: value``, ``"key": "value"`` (also JSON escaped inside a string) anywhere in free text: the
+# key and its separator; the key decides (is_secret_key), then :func:`_value_end` finds where the value ends.
+_KEY_SEP = re.compile(
+    r"""(?P<q>\\?["']|)(?<![A-Za-z0-9_.-])(?P<key>[A-Za-z][A-Za-z0-9_.-]{1,60})(?P=q)"""  # a key starts a run: linear
+    r"""(?P<sep>[ \t]*[:=][ \t]*)(?P<vq>\\?["']|)"""
 )
+_BARE_VALUE = re.compile(r"""[^\s"'&,;{}]+""")
+# ``Authorization=Bearer TOKEN``: an unquoted value that is an auth scheme goes on to the credentials after it.
+_SCHEME_WORDS = frozenset(("bearer", "basic", "digest", "negotiate", "ntlm", "token", "dpop", "hoba", "mutual"))
+_SCHEME_CREDENTIALS = re.compile(r"""[ \t]+[^\s"'&,;{}]+""")
+# ``cookie: a=1; sid=SECRET``: every pair of an unquoted cookie value.
+_COOKIE_PAIRS = re.compile(r"""(?:;[ \t]*[^\s"'&,;{}=]{1,256}=[^\s"'&,;{}]*)+""")
+_LITERALS = frozenset(("null", "true", "false", "none"))
 _NUMBER = re.compile(r"^-?\d+(?:\.\d+)?(?:ms|s|us)?$")  # measurements such as time_to_first_token=12.5
 # ``--api-key VALUE`` inside a command line stored as one string.
 _FLAG_SPACE_VALUE = re.compile(r"(?P<flag>(?<!\S)--?[A-Za-z][A-Za-z0-9_-]+)(?P<sep>\s+)(?P<value>[^\s-]\S*)")
@@ -46,8 +59,9 @@ _QUERY_SECRET = re.compile(rf"([?&;](?:{_QUERY_KEYS})=)[^&\s\"'#]+", re.IGNORECA
 _QUERY_KEY = re.compile(rf"^(?:{_QUERY_KEYS})$", re.IGNORECASE)
 # ``user:password@host`` without a scheme (Envoy's upstream_host, a DSN in a log line, a bare proxy address).
 _USERINFO = re.compile(
-    # the look-behind lets a match start only where a run of user characters starts: linear on hostile lines
-    r"(?<![A-Za-z0-9._~%!$&'()*+,;=/@:-])([A-Za-z0-9._~%!$&'()*+,;=-]{1,256}):([^\s@/:?#\[\]]{1,256})@"
+    # the look-behind lets a match start only where a run of user characters starts: linear on hostile lines.
+    # ``=``, ``;``, ``,``, ``&``, quotes and parentheses end a user (``upstream_host=bob:pw@h`` keeps its key).
+    r"(?<![A-Za-z0-9._~%!$*+/@:-])([A-Za-z0-9._~%!$*+-]{1,256}):([^\s@/:?#\[\]]{1,256})@"
     r"(?=[A-Za-z0-9.\[-])"
 )
 # A scheme starts where a run of scheme characters starts: linear, not quadratic, on a long run of letters.
@@ -55,9 +69,14 @@ _URL_IN_TEXT = re.compile(r"(?<![a-zA-Z0-9+.-])[a-zA-Z][a-zA-Z0-9+.-]{0,31}://[^
 _FLAG_WITH_VALUE = re.compile(r"^(--?[A-Za-z0-9_-]+)=(.+)$")
 
 
+def _key_name(key: str) -> str:
+    return key.strip().lower().replace("-", "_")
+
+
 def is_secret_key(key: str) -> bool:
     """True when a header, field or parameter name usually holds a secret."""
-    return bool(_SECRET_KEY.search(key.strip().lower().replace("-", "_")))
+    name = _key_name(key)
+    return bool(_SECRET_NAME.match(name) or _SECRET_SUFFIX.search(name))
 
 
 def _secret_query_key(key: str) -> bool:
@@ -77,7 +96,7 @@ def redact_url(url: str) -> str:
         return redact_text(url, _urls=False)
     netloc = parts.netloc
     if "@" in netloc:
-        netloc = f"{REDACTED}@{netloc.rsplit('@', 1)[1]}"
+        netloc = f"{USERINFO_REDACTED}@{netloc.rsplit('@', 1)[1]}"
     query = parts.query
     if query:
         pairs = parse_qsl(query, keep_blank_values=True)
@@ -97,24 +116,102 @@ def redact_text(text: str, *, _urls: bool = True) -> str:
     if _urls and "://" in out:
         out = _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), out)
     if "@" in out:
-        out = _USERINFO.sub(f"{REDACTED}@", out)
+        out = _USERINFO.sub(f"{USERINFO_REDACTED}@", out)
     if "=" in out:
         out = _QUERY_SECRET.sub(lambda m: m.group(1) + REDACTED, out)
     for pattern in _INLINE_PATTERNS:
         out = pattern.sub(_keep_scheme, out)
     if ":" in out or "=" in out:
-        out = _KEY_VALUE.sub(_redact_key_value, out)
+        out = _redact_key_values(out)
     if "-" in out:
         out = _FLAG_SPACE_VALUE.sub(_redact_flag_value, out)
     return out
 
 
-def _redact_key_value(match: re.Match[str]) -> str:
-    key = match.group("key").rsplit(".", 1)[-1]
-    value = match.group("value")
-    if not is_secret_key(key) or value == REDACTED or _NUMBER.match(value):
-        return match.group(0)
-    return f"{match.group('q')}{match.group('key')}{match.group('q')}{match.group('sep')}{match.group('vq')}{REDACTED}"
+def _redact_key_values(text: str) -> str:
+    """Every value of a secret key replaced, whatever it holds.
+
+    A quoted value up to its closing quote (a scheme word and a token, a passphrase with spaces, cookie pairs), an
+    unquoted one to the end of its field (with the credentials after an auth scheme word, every pair of a cookie).
+    A key that is not secret is stepped over, not its value: ``{"msg": "authorization=Bearer X"}`` is read inside.
+    One pass, linear: each search starts past the previous key, each value is scanned once.
+    """
+    parts: list[str] = []
+    done = 0  # text[:done] is in parts
+    pos = 0
+    while True:
+        match = _KEY_SEP.search(text, pos)
+        if match is None:
+            break
+        key = match.group("key").rsplit(".", 1)[-1]
+        if not is_secret_key(key):
+            pos = match.end("key")
+            continue
+        start = match.end()
+        end, value = _value_end(text, start, match.group("vq"), key)
+        pos = max(end, match.end("key"))
+        if not value or value == REDACTED or _kept_value(key, value, quoted=bool(match.group("vq"))):
+            continue
+        parts += [text[done:start], REDACTED]
+        done = end
+    if not parts:
+        return text
+    parts.append(text[done:])
+    return "".join(parts)
+
+
+def _value_end(text: str, start: int, quote: str, key: str) -> tuple[int, str]:
+    """Where the value that starts at ``start`` ends (its closing quote, or the end of its field) and the value."""
+    if quote:
+        end = _closing_quote(text, start, quote)
+        return end, text[start:end]
+    bare = _BARE_VALUE.match(text, start)
+    if bare is None:
+        return start, ""
+    end = bare.end()
+    if bare.group().lower() in _SCHEME_WORDS:
+        credentials = _SCHEME_CREDENTIALS.match(text, end)
+        if credentials is not None:
+            end = credentials.end()
+    if _COOKIE_NAME.match(_key_name(key)):
+        pairs = _COOKIE_PAIRS.match(text, end)
+        if pairs is not None:
+            end = pairs.end()
+    return end, text[start:end]
+
+
+def _closing_quote(text: str, start: int, quote: str) -> int:
+    r"""Index of the quote that closes a value opened at ``start`` by ``quote``: ``"``, ``'`` or JSON-escaped ``\"``.
+
+    A value left open ends with its line.
+    """
+    i = start
+    while True:
+        j = text.find(quote, i)
+        newline = text.find("\n", i, len(text) if j < 0 else j)
+        if newline >= 0:
+            return newline
+        if j < 0:
+            return len(text)
+        if len(quote) == 2:  # an escaped quote (``\"``) is closed by the next escaped one
+            return j
+        k = j
+        while k > i and text[k - 1] == "\\":
+            k -= 1
+        if (j - k) % 2 == 0:  # not escaped itself
+            return j
+        i = j + 1
+
+
+def _kept_value(key: str, value: str, *, quoted: bool) -> bool:
+    """A value of a secret-looking key that is not a secret: a measurement or a JSON literal.
+
+    ``time_to_first_token=12.5`` and ``token=null`` stay; a number under an exact secret name (``password=1234``)
+    is still a secret.
+    """
+    if not quoted and value.lower() in _LITERALS:
+        return True
+    return bool(_NUMBER.match(value)) and not _SECRET_NAME.match(_key_name(key))
 
 
 def _redact_flag_value(match: re.Match[str]) -> str:
@@ -156,12 +253,16 @@ def redact(value: Any) -> Any:
             skey = redact_text(str(key))  # keys carry URLs too (a distribution per backend URL)
             if is_secret_key(skey) and isinstance(item, (str, bytes)) and item:
                 result[skey] = REDACTED
+            elif is_secret_key(skey) and isinstance(item, (list, tuple)) and all(isinstance(x, str) for x in item):
+                result[skey] = [REDACTED if x else x for x in item]
             elif skey in ("argv", "command") and isinstance(item, list):
                 result[skey] = redact_argv([str(x) for x in item])
             else:
                 result[skey] = redact(item)
         return result
     if isinstance(value, (list, tuple)):
+        if value and all(isinstance(item, str) for item in value):
+            return redact_argv(value)  # a command line as a list: ``["--api-key", "AK1"]``
         return [redact(item) for item in value]
     if isinstance(value, str):
         return redact_text(value)

@@ -444,10 +444,14 @@ def _url_host(run: Result) -> str | None:
     if not url:
         service = run.metrics.get("service") if isinstance(run.metrics, Mapping) else None
         url = service.get("load_url") if isinstance(service, Mapping) else None
-    try:
-        return urlsplit(str(url)).hostname if url else None
-    except ValueError:
+    if not url:
         return None
+    try:
+        return urlsplit(str(url)).hostname
+    except ValueError:  # an unparsable URL still names its host (``http://[REDACTED]@host`` of older runs)
+        netloc = str(url).partition("://")[2].split("/", 1)[0].rpartition("@")[2]
+        host = netloc.rsplit(":", 1)[0] if netloc.count(":") == 1 else netloc
+        return host.strip("[]") or None
 
 
 def _headline(run: Result) -> dict[str, Any]:

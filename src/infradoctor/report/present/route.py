@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from infradoctor.metrics import MetricsError
 from infradoctor.report.sections import Cell, Section, Table, format_value
@@ -26,16 +26,26 @@ def _ci(entry: EstimateMetrics) -> str:
     return text
 
 
+def _split(url: str) -> SplitResult | None:
+    """The parts of a URL, or None when it does not parse (``http://[x``): a stored URL is shown, never fatal."""
+    try:
+        return urlsplit(url) if "://" in url else None
+    except ValueError:
+        return None
+
+
 def _short(url: str) -> str:
-    """``host:port`` of a backend URL (tables stay narrow); anything else as is."""
-    netloc = urlsplit(url).netloc if "://" in url else ""
+    """``host:port`` of a backend URL (tables stay narrow; no user information); anything else as is."""
+    parts = _split(url)
+    netloc = parts.netloc.rpartition("@")[2] if parts is not None else ""
     return netloc or url
 
 
 def _health(health: HealthMetrics | None) -> str:
     if health is None:
         return "–"
-    return f"{health.status or 'no answer'} {urlsplit(health.url).path}"
+    parts = _split(health.url)
+    return f"{health.status or 'no answer'} {parts.path if parts is not None else health.url}"
 
 
 def _errors(errors: Mapping[str, int]) -> str:
