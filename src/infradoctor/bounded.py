@@ -113,6 +113,21 @@ def printable(text: str) -> str:
                         text)
 
 
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def json_printable(text: str) -> str:
+    r"""JSON text with DEL, C1 controls and bidi overrides as ``\u`` escapes, as C0 controls already are.
+
+    ``json.dumps(..., ensure_ascii=False)`` leaves them raw. Escaped, it is the same document (it loads to the same
+    values) and safe to show on a terminal: these characters only occur inside JSON strings, where ``\u009b``
+    means the same.
+    """
+    if not _JSON_UNSAFE.search(text):
+        return text
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def printable_deep(value: Any) -> Any:
     """:func:`printable` over every string (and mapping key) of a JSON-like value."""
     if isinstance(value, str):

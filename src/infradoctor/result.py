@@ -16,7 +16,7 @@ from importlib import resources
 from typing import Any
 
 from infradoctor import __version__
-from infradoctor.bounded import load_json
+from infradoctor.bounded import json_printable, load_json
 from infradoctor.findings import Finding, Severity, rank_findings
 
 SCHEMA_ID = "infradoctor.result/1"
@@ -116,8 +116,8 @@ class Result:
         return out
 
     def to_json(self, *, indent: int | None = 2) -> str:
-        """Serialised JSON (strict: NaN and infinity become null)."""
-        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False, allow_nan=False)
+        """Serialised JSON (strict: NaN and infinity become null; no raw control character, see json_printable)."""
+        return json_printable(json.dumps(self.to_dict(), indent=indent, ensure_ascii=False, allow_nan=False))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Result:

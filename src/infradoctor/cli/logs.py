@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from infradoctor.bounded import printable
 from infradoctor.cli.base import Command, add_result_options, finish
 from infradoctor.errors import EXIT_TARGET, UsageError
 
@@ -81,7 +82,7 @@ class LogsCommand(Command):
         files = LogsMetrics.from_dict(result.metrics).files
         if not any(f.parsed for f in files):
             unmeasured = ", ".join(f"{f.file} ({f.error or 'no line parsed'})" for f in files)
-            print(f"infradoctor logs: error: no file yielded a parsed line: {unmeasured}", file=sys.stderr)
+            print(f"infradoctor logs: error: no file yielded a parsed line: {printable(unmeasured)}", file=sys.stderr)
             return max(code, EXIT_TARGET)
         return code
 

@@ -72,7 +72,7 @@ class ReportCommand(Command):
                 args.output.write_text(text, encoding="utf-8")
             except OSError as exc:
                 raise UsageError(f"cannot write {args.output}: {exc}") from exc
-            print(f"wrote {args.output}", file=sys.stderr)
+            print(f"wrote {printable(str(args.output))}", file=sys.stderr)
         else:
             sys.stdout.write(text)
         return EXIT_OK

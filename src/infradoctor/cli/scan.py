@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from infradoctor.bounded import json_printable, printable
 from infradoctor.cli.base import Command, add_result_options, finish
 from infradoctor.errors import EXIT_FINDINGS, EXIT_USAGE, UsageError
 
@@ -28,7 +29,7 @@ def _exit_code(report: ScanReport, code: int, *, listed: bool) -> int:
     """
     if not listed:
         for problem in report.missing:
-            print(f"infradoctor scan: error: {problem.path}: no such file or directory", file=sys.stderr)
+            print(f"infradoctor scan: error: {printable(problem.path)}: no such file or directory", file=sys.stderr)
     if report.missing:
         return EXIT_USAGE
     if report.unchecked:
@@ -112,7 +113,7 @@ class ScanCommand(Command):
             finish_args.json = args.output or args.json or "-"
             return _exit_code(report, finish(finish_args, result), listed=False)
         if args.format == "sarif":
-            text = json.dumps(to_sarif(report), indent=2, ensure_ascii=False) + "\n"
+            text = json_printable(json.dumps(to_sarif(report), indent=2, ensure_ascii=False)) + "\n"
         else:
             text = format_text(report, summary=not args.quiet)
         if args.output:

@@ -6,6 +6,7 @@ import re
 from collections.abc import Sequence
 from html import escape
 
+from infradoctor.bounded import printable
 from infradoctor.report.base import Renderer
 from infradoctor.report.sections import (
     Bar,
@@ -90,8 +91,13 @@ def inline(text: str) -> str:
 
 
 def html_page(title: str, body: str) -> str:
-    """A complete document with inline CSS and no external resources."""
-    return (
+    r"""A complete document with inline CSS and no external resources.
+
+    No raw control character is left in it (an escape sequence in a file name or a label, from any part of the
+    page, charts included): each becomes a visible escape (``\x1b``, :func:`~infradoctor.bounded.printable`), so
+    the page is safe to print on a terminal and valid HTML.
+    """
+    return printable(
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
         'img-src data:">'

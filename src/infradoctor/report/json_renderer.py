@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from infradoctor.bounded import json_printable
 from infradoctor.report.base import Renderer
 from infradoctor.result import Result
 
@@ -22,7 +23,7 @@ class JsonRenderer(Renderer):
         if len(results) == 1:
             return results[0].to_json(indent=self.indent) + "\n"
         payload = [r.to_dict() for r in results]
-        return json.dumps(payload, indent=self.indent, ensure_ascii=False, allow_nan=False) + "\n"
+        return json_printable(json.dumps(payload, indent=self.indent, ensure_ascii=False, allow_nan=False)) + "\n"
 
 
 RENDERER_CLASS = JsonRenderer

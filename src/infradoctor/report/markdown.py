@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from infradoctor.bounded import printable
 from infradoctor.report.base import Renderer
 from infradoctor.report.sections import (
     Bar,
@@ -19,17 +20,18 @@ from infradoctor.result import Result
 
 
 def md_escape(text: str) -> str:
-    """Untrusted text safe inside Markdown, on one line, and still readable as plain text.
+    r"""Untrusted text safe inside Markdown, on one line, and still readable as plain text.
 
     HTML (``<``), table pipes, emphasis stars and links (``](``) are neutralised; brackets and backtick code
     spans stay as written (``[serve]`` is not a link; `` `def` `` is meant as code). Underscores inside words,
     ``>`` and ``#`` stay: they only act at the start of a line, and every line the renderers write starts with
-    their own prefix.
+    their own prefix. Control characters (an escape sequence in a file name or a label) become visible escapes
+    (``\x1b``, :func:`~infradoctor.bounded.printable`): Markdown written to a terminal cannot retitle or clear it.
     """
     out = str(text).replace("\\", "\\\\")
     for ch in "|*":
         out = out.replace(ch, "\\" + ch)
-    out = out.replace("](", "]\\(").replace("<", "&lt;")
+    out = printable(out.replace("](", "]\\(").replace("<", "&lt;"))
     return " ".join(out.splitlines())
 
 
@@ -79,7 +81,7 @@ class MarkdownRenderer(Renderer):
         lines: list[str] = []
         for result in results:
             lines += self._one(result)
-        return "\n".join(lines).rstrip() + "\n"
+        return printable("\n".join(lines).rstrip() + "\n")  # also what was not escaped field by field (codes)
 
     def _one(self, result: Result) -> list[str]:
         title = f"infradoctor {result.command}"

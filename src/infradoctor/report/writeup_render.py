@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from html import escape
 
+from infradoctor.bounded import printable
 from infradoctor.compare.analysis import MetricChange
 from infradoctor.report.charts import all_charts
 from infradoctor.report.html import html_page, inline
@@ -59,7 +60,7 @@ def to_markdown(writeup: Writeup) -> str:
         out.append("")
     out += ["## Risks / tradeoffs", ""] + [f"- {md_escape(s)}" for s in writeup.risks or ["None identified."]] + [""]
     out += ["## Recommended next steps", ""] + [f"{i}. {md_escape(s)}" for i, s in enumerate(writeup.next_steps, 1)]
-    return "\n".join(out).rstrip() + "\n"
+    return printable("\n".join(out).rstrip() + "\n")  # no raw control character, escaped field by field or not
 
 
 def to_html(writeup: Writeup) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+from infradoctor.bounded import printable
 from infradoctor.findings import Finding, Location, make_finding
 from infradoctor.result import ErrorNote, Result, new_result
 from infradoctor.scan.engine import FileProblem, ScanReport, Violation
@@ -31,7 +32,11 @@ def format_problem(p: FileProblem) -> str:
 
 
 def format_text(report: ScanReport, *, summary: bool = True) -> str:
-    """The report as linter lines, problems, applied fixes and (optionally) a summary."""
+    r"""The report as linter lines, problems, applied fixes and (optionally) a summary.
+
+    Control characters in what the scanned tree holds (a file named with an escape sequence, a message quoting
+    its code) are shown as escapes (``\x1b``): the text goes to a terminal; a newline in a name stays in its line.
+    """
     lines = [format_violation(v) for v in report.violations]
     lines.extend(format_problem(p) for p in report.problems)
     if summary:
@@ -47,7 +52,7 @@ def format_text(report: ScanReport, *, summary: bool = True) -> str:
         files = f"{report.files_scanned} file{'s' if report.files_scanned != 1 else ''}"
         lines.append(f"Scanned {files}, {_plural(report.lines_scanned, 'line')} in "
                      f"{report.duration_s:.2f} s" + (f" ({', '.join(extra)})" if extra else "") + ".")
-    return "".join(line + "\n" for line in lines)
+    return "".join(printable(line).replace("\n", "\\n") + "\n" for line in lines)  # one line each
 
 
 def _plural(count: int, word: str) -> str:
