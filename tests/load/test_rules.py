@@ -49,7 +49,7 @@ def point(
     ).to_dict()
 
 
-def run(points: list[dict], mode: str = "closed", timeout_s: float = 30.0) -> dict[str, Any]:
+def run(points: list[dict], mode: str = "closed", timeout_s: float = 30.0, slo: dict | None = None) -> dict[str, Any]:
     curve = [CurvePoint(p["offered"], p["throughput_rps"], p["latency_ms"]["p99"]) for p in points
              if not p["saturated"]]
     knee = find_knee(curve)
@@ -60,6 +60,8 @@ def run(points: list[dict], mode: str = "closed", timeout_s: float = 30.0) -> di
         "headline": {},
         "knee": knee.metrics("concurrency" if mode == "closed" else "rate").to_dict() if knee else None,
     }
+    if slo is not None:
+        metrics["slo"] = slo
     return {f.code: f for f in run_rules(LoadEvidence.from_metrics(metrics))}
 
 
@@ -89,6 +91,50 @@ def test_s008_and_s003_on_bounded_capacity() -> None:
     assert set(found) == {"S003", "S008"}
     assert found["S008"].evidence["level"] == 2 and found["S008"].evidence["throughput_rps"] == 40
     assert found["S003"].evidence["latency_ratio"] == pytest.approx(4.0)
+
+
+def test_s003_is_low_when_the_queue_hurts_nobody_and_high_when_it_does() -> None:
+    """Closed-loop latency always grows with clients past saturation: low with the numbers; high only with
+    timeouts, errors or a broken SLO past the knee."""
+    low = run(BOUNDED)["S003"]
+    assert low.severity.value == "low"
+    assert "50 -> 200 ms" in low.title and "bounded number of clients" in low.title
+    assert not {"slo_broken", "read_timeouts", "error_rate"} & set(low.evidence)
+    timeouts = BOUNDED[:3] + [point(8, 40, 200, 300, errors={"read_timeout": 5})]
+    high = run(timeouts)["S003"]
+    assert high.severity.value == "high" and high.evidence["read_timeouts"] == 5 and "5 requests timed out" in high.title
+    failing = BOUNDED[:3] + [point(8, 40, 200, 206, errors={"http_500": 40})]
+    assert run(failing)["S003"].evidence["error_rate"] == pytest.approx(0.04)
+    assert run(failing)["S003"].severity.value == "high"
+    below_knee_errors = [point(1, 20, 50, 52, errors={"http_500": 40}), *BOUNDED[1:]]  # not past the knee
+    assert run(below_knee_errors)["S003"].severity.value == "low"
+
+
+def test_s003_high_when_past_the_knee_breaks_the_slo() -> None:
+    slo = {"text": "p99<150ms", "percentile": 99.0, "max_ms": 150.0, "max_error_rate": 0.01,
+           "max_rate_rps": None, "met": False}
+    found = run(BOUNDED, slo=slo)["S003"]
+    assert found.severity.value == "high"
+    assert found.evidence["slo_broken"] == {"slo": "p99<150ms", "c=8": "p99 206 ms > 150 ms"}
+    met = run(BOUNDED, slo={**slo, "text": "p99<1s", "max_ms": 1000.0})["S003"]
+    assert met.severity.value == "low"
+    unknown = run(BOUNDED, slo={**slo, "text": "p97<150ms", "percentile": 97.0})["S003"]
+    assert unknown.severity.value == "low"  # no p97 stored: not claimed broken
+    over = [point(20, 20, 50, 60, mode="open", windows=(50, 51)),
+            point(80, 41, 900, 1900, mode="open", windows=(100, 600, 1400))]
+    assert run(over, mode="open")["S003"].severity.value == "low"
+    assert run(over, mode="open", slo={**slo, "text": "p99<1s", "max_ms": 1000.0})["S003"].severity.value == "high"
+
+
+def test_s003_not_on_a_health_endpoint() -> None:
+    """A /health-like endpoint: 0.18 ms at c=1, 9 ms at c=16 on a 2-core box shared with the client (measured)."""
+    health = [point(1, 1318, 0.177, 7.9, p90=2.6), point(4, 1150, 0.64, 20.2, p90=9.5),
+              point(16, 1180, 8.9, 30.0, p90=17.7)]
+    found = run(health)
+    assert "S008" in found and "S003" not in found
+    # the same shape at service times of a few ms is judged (low: nobody timed out)
+    model = [point(1, 600, 1.6, 7.9, p90=2.0), point(4, 626, 5.8, 11.8), point(16, 658, 23.4, 52.5)]
+    assert run(model)["S003"].severity.value == "low"
 
 
 def test_s003_not_when_the_service_sheds_load() -> None:
@@ -147,6 +193,19 @@ def test_s005_cold_start() -> None:
     tail = [point(1, 50, 5, 700, first=(600, 5, 5, 6, 5), p90=650)]  # slow requests are common: not cold start
     assert "S005" not in run(tail)
     assert "S005" not in run([point(1, 50, 5, 8, first=(30, 5, 5), p90=6)])
+
+
+def test_s005_judges_only_the_first_contact() -> None:
+    """A slow start at a point run after others (an --rate auto search bisecting downwards, a server that had
+    answered this client already) is not a cold start; neither is one every new set of connections shows."""
+    later = [point(4, 200, 5, 8, first=(5, 5, 6, 5, 5)), point(1, 50, 5, 8, first=(600, 5, 5, 6, 5), p90=6)]
+    assert "S005" not in run(later)  # c=1 is the lowest level but ran second
+    first = [point(1, 50, 5, 8, first=(600, 5, 5, 6, 5), p90=6), point(4, 200, 5, 8, first=(5, 5, 6, 5, 5))]
+    assert run(first)["S005"].evidence["point"] == "c=1"
+    every_point = [point(1, 50, 5, 8, first=(90, 5, 5, 6, 5), p90=6), point(4, 200, 5, 8, first=(95, 90, 6, 5, 5))]
+    assert "S005" not in run(every_point)  # each point's new connections pay it: not a cold server
+    saturated_first = [point(1, 50, 5, 8, first=(600, 5, 5), p90=6, saturated=True), point(2, 99, 5, 8)]
+    assert "S005" not in run(saturated_first)
 
 
 def test_s006_error_rate_threshold_and_severity() -> None:

@@ -55,6 +55,17 @@ class PointEvidence:
     """Open loop: requests never sent because the client queue did not drain."""
     interrupted: bool = False
     """Cut short by Ctrl-C."""
+    order: int = 0
+    """Position in the run (0: the first point run, the client's first contact with the server in this run)."""
+    p95_ms: float = math.nan
+    """p95 latency of the successful responses."""
+    p99_9_ms: float = math.nan
+    """p99.9 latency of the successful responses."""
+
+    def latency_at(self, percentile: float) -> float:
+        """The successful responses' latency at ``percentile`` (50, 90, 95, 99, 99.9); NaN for any other."""
+        known = {50.0: self.p50_ms, 90.0: self.p90_ms, 95.0: self.p95_ms, 99.0: self.p99_ms, 99.9: self.p99_9_ms}
+        return known.get(float(percentile), math.nan)
 
     @property
     def rejections(self) -> int:
@@ -65,6 +76,29 @@ class PointEvidence:
     def read_timeouts(self) -> int:
         """Requests that hit the client timeout."""
         return int(self.errors.get("read_timeout", 0))
+
+
+@dataclass(frozen=True)
+class SloEvidence:
+    """The objective the user gave (``--slo``), as stored in ``metrics.slo``."""
+
+    text: str
+    """As written, e.g. ``p99<500ms``."""
+    percentile: float
+    """Percentile the latency bound applies to."""
+    max_ms: float
+    """Latency bound."""
+    max_error_rate: float
+    """Failed share allowed."""
+
+    def broken_by(self, point: PointEvidence) -> str | None:
+        """Why ``point`` breaks the objective (``p99 812 ms > 500 ms``), or None when it meets it or cannot tell."""
+        latency = point.latency_at(self.percentile)
+        if math.isfinite(latency) and latency > self.max_ms:
+            return f"p{self.percentile:g} {latency:.4g} ms > {self.max_ms:g} ms"
+        if point.error_rate > self.max_error_rate:
+            return f"errors {point.error_rate:.1%} > {self.max_error_rate:.1%}"
+        return None
 
 
 @dataclass(frozen=True)
@@ -79,6 +113,8 @@ class LoadEvidence:
     """``metrics.knee`` (None when no knee)."""
     timeout_s: float = math.nan
     """Client timeout."""
+    slo: SloEvidence | None = None
+    """The user's objective (``--slo``), where the run recorded one."""
 
     @property
     def valid_points(self) -> list[PointEvidence]:
@@ -91,13 +127,15 @@ class LoadEvidence:
         from infradoctor.load.metrics import LoadMetrics
 
         typed = metrics if isinstance(metrics, LoadMetrics) else LoadMetrics.from_dict(metrics)
-        points = sorted((point_evidence(p) for p in typed.points), key=lambda p: p.level)
+        points = sorted((point_evidence(p, order) for order, p in enumerate(typed.points)), key=lambda p: p.level)
         timeout = typed.settings.timeout_s
+        slo = typed.slo
         return cls(
             mode=typed.mode,
             points=tuple(points),
             knee=typed.knee.to_dict() if typed.knee is not None else None,
             timeout_s=float(timeout) if timeout is not None else math.nan,
+            slo=SloEvidence(slo.text, slo.percentile, slo.max_ms, slo.max_error_rate) if slo is not None else None,
         )
 
 
@@ -105,8 +143,8 @@ def _num(value: float | None, default: float = math.nan) -> float:
     return float(value) if value is not None else default
 
 
-def point_evidence(point: PointMetrics) -> PointEvidence:
-    """A ``metrics.points[]`` entry as evidence."""
+def point_evidence(point: PointMetrics, order: int = 0) -> PointEvidence:
+    """A ``metrics.points[]`` entry as evidence; ``order`` is its position in the run (``metrics.points`` order)."""
     latency = point.latency_ms
     return PointEvidence(
         label=point.label,
@@ -128,4 +166,7 @@ def point_evidence(point: PointMetrics) -> PointEvidence:
         ok_max_ms=_num(latency.max),
         unsent=point.unsent,
         interrupted=point.interrupted,
+        order=order,
+        p95_ms=_num(latency.p95),
+        p99_9_ms=_num(latency.p99_9),
     )

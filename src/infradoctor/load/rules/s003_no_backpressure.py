@@ -2,7 +2,12 @@
 
 What it detects:
     Past the knee (or beyond the service's capacity in the open loop) latency keeps growing with the offered load
-    or with time, while the service rejects almost nothing (fewer than 1% 429/503 responses).
+    or with time, while the service rejects almost nothing (fewer than 1% 429/503 responses). It is high only when
+    that queueing hurts: a point past the knee breaks the user's objective (``--slo``), has requests that hit the
+    client timeout, or has ``ERROR_RATE`` (1%) or more failures. Otherwise it is low, with the numbers: in a
+    closed loop, latency always grows with the number of clients once the service is saturated, because each
+    client waits behind the others; that is queueing behind a bounded number of clients, not proof that nothing
+    limits admission.
 
 Why it matters:
     A service without admission control accepts every request and queues it. Under overload every user waits
@@ -13,11 +18,18 @@ Why it matters:
 How it is measured:
     Closed loop: with a knee at level K (rule S008) and a later non-saturated point at level L, the median latency
     grows at least ``LATENCY_SHARE`` (60%) as fast as the load (``p50_L / p50_K >= 0.6 * L / K``, the Little's-law
-    signature of an unbounded queue) and by at least ``MIN_GROWTH_MS`` (1 ms), while rejections stay below
-    ``MAX_REJECTION_RATE`` (1%).
+    signature of a queue) and by at least ``MIN_GROWTH_MS`` (1 ms), while rejections stay below
+    ``MAX_REJECTION_RATE`` (1%). A service whose median at the lowest load is under ``MIN_SERVICE_P50_MS`` (1 ms)
+    is not judged (a ``/health`` or metrics endpoint): at sub-millisecond service times the client and the TCP
+    stack, not the service, set the pace (as in S001), the knee is the machine's, and the wait a request can
+    collect behind a bounded number of clients is a few of those milliseconds.
     Open loop: a point that completes fewer than ``MIN_ACHIEVED`` (90%) of the offered requests per second, whose
     mean latency in its last 1 s window is at least ``GROWTH`` (2x) that of its first window, with rejections below
-    1%.
+    1%. Arrivals there do not wait for answers, so growth over time is a queue without bound whatever the service
+    time.
+    Severity: high when a point past the knee (open loop: the overloaded point) breaks the ``--slo`` stored with
+    the run (its latency percentile or error ceiling), has read timeouts, or fails ``ERROR_RATE`` (1%) or more of
+    its requests; low otherwise.
 
 Fix:
     Bound in-flight work (a semaphore or the server's concurrency limit, e.g. ``--limit-concurrency`` in uvicorn,
@@ -26,16 +38,16 @@ Fix:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from infradoctor.findings import Finding, Rule, Severity
-from infradoctor.load.evidence import LoadEvidence, PointEvidence
+from infradoctor.load.evidence import LoadEvidence, PointEvidence, SloEvidence
 
 RULE = Rule(
     "S003",
     "no-backpressure",
-    Severity.HIGH,
+    Severity.LOW,
     "Overload queues without bound instead of rejecting",
     fix="Limit in-flight requests (semaphore or server limit) and return 429/503 with Retry-After beyond it.",
     risk="A concurrency limit turns overload into 429s that clients must retry.",
@@ -49,49 +61,56 @@ MIN_ACHIEVED = 0.9
 """Open loop: a point is overloaded when it completes less than this share of the offered rate."""
 MIN_GROWTH_MS = 1.0
 """Closed loop: the median must also grow by at least this much in absolute terms."""
+MIN_SERVICE_P50_MS = 1.0
+"""Closed loop: a service whose median at the lowest load is under this is not judged (client and TCP set the
+pace)."""
 GROWTH = 2.0
 """Open loop: last-window mean latency / first-window mean latency at or above this is growth without bound."""
+ERROR_RATE = 0.01
+"""A point past the knee failing at least this share of its requests makes the finding high."""
 
 
 def _rejection_rate(point: PointEvidence) -> float:
     return point.rejections / point.completed if point.completed else 0.0
 
 
+def _harm(points: Sequence[PointEvidence], slo: SloEvidence | None) -> dict[str, Any]:
+    """What the queueing cost at ``points``: the SLO broken, read timeouts, errors (empty when nothing)."""
+    harm: dict[str, Any] = {}
+    if slo is not None:
+        broken = {p.label: why for p in points if (why := slo.broken_by(p)) is not None}
+        if broken:
+            harm["slo_broken"] = {"slo": slo.text, **broken}
+    timeouts = sum(p.read_timeouts for p in points)
+    if timeouts:
+        harm["read_timeouts"] = timeouts
+    failing = [p for p in points if p.error_rate >= ERROR_RATE]
+    if failing:
+        harm["error_rate"] = round(max(p.error_rate for p in failing), 5)
+    return harm
+
+
+def _severity_and_words(harm: Mapping[str, Any], closed: bool) -> tuple[Severity, str]:
+    if not harm:
+        if closed:
+            return Severity.LOW, "; no timeouts, errors or broken SLO: queueing behind a bounded number of clients"
+        return Severity.LOW, "; no timeouts, errors or broken SLO yet"
+    said = []
+    if "slo_broken" in harm:
+        said.append(f"the SLO {harm['slo_broken']['slo']} is broken")
+    if "read_timeouts" in harm:
+        said.append(f"{harm['read_timeouts']} requests timed out")
+    if "error_rate" in harm:
+        said.append(f"{harm['error_rate']:.1%} of requests failed")
+    return Severity.HIGH, "; " + ", ".join(said)
+
+
 @RULE.check(LoadEvidence, None)
 def check(evidence: LoadEvidence, options: Mapping[str, Any] | None = None) -> list[Finding]:
-    """S003 when latency grows past capacity and nothing is rejected."""
+    """S003 when latency grows past capacity and nothing is rejected; high only when it hurts."""
     points = evidence.valid_points
     if evidence.mode == "closed":
-        knee = evidence.knee
-        if not knee:
-            return []
-        knee_level = float(knee.get("level", 0.0))
-        at_knee = [p for p in points if p.level == knee_level]
-        beyond = [p for p in points if p.level > knee_level]
-        if not at_knee or not beyond or at_knee[0].p50_ms <= 0:
-            return []
-        base, last = at_knee[0], beyond[-1]
-        load_ratio = last.level / base.level
-        latency_ratio = last.p50_ms / base.p50_ms
-        rejection = max(_rejection_rate(p) for p in beyond)
-        grown = last.p50_ms - base.p50_ms >= MIN_GROWTH_MS
-        if latency_ratio < LATENCY_SHARE * load_ratio or rejection >= MAX_REJECTION_RATE or not grown:
-            return []
-        return [
-            RULE.finding(
-                f"Past the knee at concurrency {base.level:g}, median latency grows {latency_ratio:.1f}x for "
-                f"{load_ratio:.1f}x the load and only {rejection:.1%} of requests are rejected",
-                {
-                    "knee_level": base.level,
-                    "last_level": last.level,
-                    "knee_p50_ms": round(base.p50_ms, 3),
-                    "last_p50_ms": round(last.p50_ms, 3),
-                    "latency_ratio": round(latency_ratio, 3),
-                    "load_ratio": round(load_ratio, 3),
-                    "rejection_rate": round(rejection, 5),
-                },
-            )
-        ]
+        return _closed(evidence, points)
     for point in points:
         if point.level <= 0 or point.completed_rps >= MIN_ACHIEVED * point.level:
             continue
@@ -101,10 +120,12 @@ def check(evidence: LoadEvidence, options: Mapping[str, Any] | None = None) -> l
         growth = means[-1] / means[0]
         if growth < GROWTH or _rejection_rate(point) >= MAX_REJECTION_RATE:
             continue
+        harm = _harm([point], evidence.slo)
+        severity, words = _severity_and_words(harm, closed=False)
         return [
             RULE.finding(
                 f"At {point.level:g} req/s offered the service completes {point.completed_rps:.1f} req/s and "
-                f"latency grows {growth:.1f}x during the point without rejecting requests",
+                f"latency grows {growth:.1f}x during the point without rejecting requests{words}",
                 {
                     "offered_rps": point.level,
                     "completed_rps": round(point.completed_rps, 3),
@@ -114,7 +135,47 @@ def check(evidence: LoadEvidence, options: Mapping[str, Any] | None = None) -> l
                     "growth": round(growth, 3),
                     "rejection_rate": round(_rejection_rate(point), 5),
                     "unsent": point.unsent,
+                    **harm,
                 },
+                severity=severity,
             )
         ]
     return []
+
+
+def _closed(evidence: LoadEvidence, points: Sequence[PointEvidence]) -> list[Finding]:
+    knee = evidence.knee
+    if not knee or not points or points[0].p50_ms < MIN_SERVICE_P50_MS:
+        return []
+    knee_level = float(knee.get("level", 0.0))
+    at_knee = [p for p in points if p.level == knee_level]
+    beyond = [p for p in points if p.level > knee_level]
+    if not at_knee or not beyond or at_knee[0].p50_ms <= 0:
+        return []
+    base, last = at_knee[0], beyond[-1]
+    load_ratio = last.level / base.level
+    latency_ratio = last.p50_ms / base.p50_ms
+    rejection = max(_rejection_rate(p) for p in beyond)
+    grown = last.p50_ms - base.p50_ms >= MIN_GROWTH_MS
+    if latency_ratio < LATENCY_SHARE * load_ratio or rejection >= MAX_REJECTION_RATE or not grown:
+        return []
+    harm = _harm(beyond, evidence.slo)
+    severity, words = _severity_and_words(harm, closed=True)
+    return [
+        RULE.finding(
+            f"Past the knee at concurrency {base.level:g}, median latency grows {latency_ratio:.1f}x "
+            f"({base.p50_ms:.3g} -> {last.p50_ms:.3g} ms) for {load_ratio:.1f}x the load and only {rejection:.1%} "
+            f"of requests are rejected{words}",
+            {
+                "knee_level": base.level,
+                "last_level": last.level,
+                "knee_p50_ms": round(base.p50_ms, 3),
+                "last_p50_ms": round(last.p50_ms, 3),
+                "latency_ratio": round(latency_ratio, 3),
+                "load_ratio": round(load_ratio, 3),
+                "rejection_rate": round(rejection, 5),
+                **harm,
+            },
+            severity=severity,
+        )
+    ]
