@@ -3,13 +3,32 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 
 PALETTE = ("#2e86c1", "#e67e22", "#27ae60", "#8e44ad", "#c0392b", "#16a085", "#7f8c8d", "#d4ac0d")
 WIDTH, HEIGHT = 560, 280
 LEFT, RIGHT, TOP, BOTTOM = 62, 16, 28, 58
+MIN_TICK_PX = 28
+"""Labelled ticks closer than this (pixels) collide or crowd: fewer are drawn."""
+MAX_BAR_LABEL_PX = 200
+"""Bar labels wider than this are cut (the whole label is the text's tooltip)."""
+CHAR_PX = 0.62
+"""Width of a character in ems, generous for digits and lower case in a sans-serif face (room is kept for it)."""
+
+
+def text_width(text: str, font_size: float) -> float:
+    """The room a label needs, in pixels (an estimate that errs wide)."""
+    return len(text) * font_size * CHAR_PX
+
+
+def _clip(text: str, room_px: float, font_size: float) -> str:
+    """``text`` cut with an ellipsis to fit ``room_px``."""
+    if text_width(text, font_size) <= room_px:
+        return text
+    keep = max(1, int(room_px / (font_size * CHAR_PX)) - 1)
+    return text[:keep] + "…"
 
 
 @dataclass(frozen=True)
@@ -43,15 +62,30 @@ def _nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     return ticks
 
 
-def _log_ticks(lo: float, hi: float) -> list[float]:
-    """1-2-5 ticks spanning [lo, hi] (both > 0) for a log axis; every decade when the span is wide."""
+def _log_ticks(lo: float, hi: float, span_px: float = HEIGHT - TOP - BOTTOM) -> list[float]:
+    """Ticks spanning [lo, hi] (both > 0) for a log axis of ``span_px`` pixels, no two closer than ``MIN_TICK_PX``.
+
+    1-2-5 ticks where they fit, else every decade, else every second (third ...) decade; the first tick is at or
+    below ``lo`` and the last at or above ``hi``, so the axis ends on labelled values.
+    """
     first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
-    mantissas = (1.0,) if last - first > 3 else (1.0, 2.0, 5.0)
-    ticks = [m * 10.0**e for e in range(first, last + 1) for m in mantissas]
-    inside = [t for t in ticks if lo <= t <= hi]
-    below = [t for t in ticks if t < lo]
-    above = [t for t in ticks if t > hi]
-    return ([below[-1]] if below else []) + inside + ([above[0]] if above else [])
+    choices: list[tuple[tuple[float, ...], int]] = [((1.0, 2.0, 5.0), 1), ((1.0,), 1)]
+    choices += [((1.0,), step) for step in range(2, max(2, last - first) + 1)]
+    ticks: list[float] = []
+    for mantissas, step in choices:
+        start = first - (first % step)
+        candidates = [m * 10.0**e for e in range(start, last + step, step) for m in mantissas]
+        inside = [t for t in candidates if lo <= t <= hi]
+        below = [t for t in candidates if t < lo]
+        above = [t for t in candidates if t > hi]
+        ticks = ([below[-1]] if below else []) + inside + ([above[0]] if above else [])
+        logs = [math.log10(t) for t in ticks]
+        span = logs[-1] - logs[0]
+        if len(ticks) < 2 or span <= 0:
+            return ticks
+        if min(b - a for a, b in zip(logs, logs[1:], strict=False)) / span * span_px >= MIN_TICK_PX:
+            return ticks
+    return ticks
 
 
 def _fmt(value: float) -> str:
@@ -107,7 +141,8 @@ def line_chart(  # noqa: C901 - axes, ticks, series and markers of one chart
 
     xs = [x for x, _ in points]
     ys = [y for _, y in points]
-    y_ticks = _log_ticks(min(ys), max(ys)) if log_y else _nice_ticks(0.0, max(ys) or 1.0)
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    y_ticks = _log_ticks(min(ys), max(ys), plot_h) if log_y else _nice_ticks(0.0, max(ys) or 1.0)
     y_lo, y_hi = ty(y_ticks[0]), ty(y_ticks[-1])
     if y_hi <= y_lo:
         y_hi = y_lo + 1.0
@@ -119,7 +154,6 @@ def line_chart(  # noqa: C901 - axes, ticks, series and markers of one chart
         x_lo, x_hi = x_ticks[0], x_ticks[-1]
     if x_hi <= x_lo:
         x_hi = x_lo + 1.0
-    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
 
     def px(x: float) -> float:
         return LEFT + min(1.0, max(0.0, (tx(x) - x_lo) / (x_hi - x_lo))) * plot_w
@@ -136,22 +170,17 @@ def line_chart(  # noqa: C901 - axes, ticks, series and markers of one chart
     last_px = -1e9
     for x in x_ticks:
         where = px(x)
-        if where - last_px < 28:  # labels closer than this collide: skip
+        if where - last_px < MIN_TICK_PX:  # labels closer than this collide: skip
             continue
         last_px = where
+        label = _fmt(x)
+        at, anchor = (where, "middle") if where + text_width(label, 10) / 2 <= WIDTH - 2 else (WIDTH - 2.0, "end")
         parts.append(
-            f'<text x="{where:.1f}" y="{HEIGHT - BOTTOM + 14}" text-anchor="middle" font-size="10">{_fmt(x)}</text>'
+            f'<text x="{at:.1f}" y="{HEIGHT - BOTTOM + 14}" text-anchor="{anchor}" font-size="10">{label}</text>'
         )
     scale = " (log scale)" if log_y else ""
     parts.append(_axes(x_label, y_label + scale))
-    for marker in markers:
-        if log_x and marker.x <= 0:
-            continue
-        mx = px(marker.x)
-        parts.append(f'<line x1="{mx:.1f}" y1="{TOP}" x2="{mx:.1f}" y2="{HEIGHT - BOTTOM}" stroke="#c0392b" '
-                     'stroke-dasharray="3 3"/>')
-        parts.append(f'<text x="{mx + 3:.1f}" y="{TOP + 10}" font-size="10" fill="#c0392b">'
-                     f"{escape(marker.label)}</text>")
+    parts += _markers([m for m in markers if not (log_x and m.x <= 0)], px)
     drawable = set(points)
     for i, s in enumerate(series):
         color = PALETTE[i % len(PALETTE)]
@@ -165,6 +194,32 @@ def line_chart(  # noqa: C901 - axes, ticks, series and markers of one chart
     parts.append(legend)
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _markers(markers: Sequence[Marker], px: Callable[[float], float]) -> list[str]:
+    """Dashed vertical lines with their labels inside the chart.
+
+    A label sits right of its line, left of it near the chart's right edge, one row lower where it would overlap
+    the label before.
+    """
+    parts: list[str] = []
+    rows: list[float] = []  # right edge of the last label on each row
+    for marker in sorted(markers, key=lambda m: m.x):
+        mx = px(marker.x)
+        parts.append(f'<line x1="{mx:.1f}" y1="{TOP}" x2="{mx:.1f}" y2="{HEIGHT - BOTTOM}" stroke="#c0392b" '
+                     'stroke-dasharray="3 3"/>')
+        label = _clip(marker.label, WIDTH - LEFT - RIGHT - 6, 10)
+        width = text_width(label, 10)
+        left = mx + 3 if mx + 3 + width <= WIDTH - 2 else mx - 3 - width
+        row = next((i for i, right in enumerate(rows) if left > right + 4), len(rows))
+        if row == len(rows):
+            rows.append(0.0)
+        rows[row] = left + width
+        anchor = "start" if left > mx else "end"
+        x = left if anchor == "start" else mx - 3
+        parts.append(f'<text x="{x:.1f}" y="{TOP + 10 + 12 * row}" font-size="10" fill="#c0392b" '
+                     f'text-anchor="{anchor}">{escape(label)}</text>')
+    return parts
 
 
 def stacked_bars(title: str, bars: Sequence[tuple[str, Sequence[tuple[str, float]]]], *, unit: str) -> str:
@@ -183,17 +238,21 @@ def stacked_bars(title: str, bars: Sequence[tuple[str, Sequence[tuple[str, float
     height = TOP + len(bars) * (row_h + 10) + 50
     legend, legend_rows = _legend(names, y=height - 18)
     height += 14 * (legend_rows - 1)
-    label_w = 120
-    plot_w = WIDTH - label_w - RIGHT - 10
+    # the labels' room first, then the bars get what is left: the longest bar's total stays inside the chart
+    label_w = min(max(text_width(label, 11) for label, _ in bars) + 12, MAX_BAR_LABEL_PX)
+    totals = [f"{_fmt(sum(v for _, v in parts))} {unit}".rstrip() for _, parts in bars]
+    value_w = max(text_width(t, 10) for t in totals) + 8
+    plot_w = WIDTH - label_w - RIGHT - value_w
     parts_svg = [_open(title, height)]
-    for i, (label, parts) in enumerate(bars):
+    for i, ((label, parts), total_text) in enumerate(zip(bars, totals, strict=True)):
         y = TOP + i * (row_h + 10)
+        shown = _clip(label, label_w - 8, 11)
+        tip = f"<title>{escape(label)}</title>" if shown != label else ""
         parts_svg.append(
-            f'<text x="{label_w - 6}" y="{y + row_h / 2 + 4:.1f}" text-anchor="end" font-size="11">'
-            f"{escape(label)}</text>"
+            f'<text x="{label_w - 6:.1f}" y="{y + row_h / 2 + 4:.1f}" text-anchor="end" font-size="11">'
+            f"{escape(shown)}{tip}</text>"
         )
         x = float(label_w)
-        total = sum(v for _, v in parts)
         for part, value in parts:
             w = value / total_max * plot_w
             color = PALETTE[names.index(part) % len(PALETTE)]
@@ -203,7 +262,7 @@ def stacked_bars(title: str, bars: Sequence[tuple[str, Sequence[tuple[str, float
             )
             x += w
         parts_svg.append(
-            f'<text x="{x + 4:.1f}" y="{y + row_h / 2 + 4:.1f}" font-size="10">{_fmt(total)} {escape(unit)}</text>'
+            f'<text x="{x + 4:.1f}" y="{y + row_h / 2 + 4:.1f}" font-size="10">{escape(total_text)}</text>'
         )
     parts_svg.append(legend)
     parts_svg.append("</svg>")
@@ -214,7 +273,7 @@ def _open(title: str, height: int = HEIGHT) -> str:
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" '
         f'role="img" aria-label="{escape(title)}" font-family="system-ui,sans-serif" class="chart">'
-        f'<text x="{LEFT}" y="16" font-size="13" font-weight="600">{escape(title)}</text>'
+        f'<text x="{LEFT}" y="16" font-size="13" font-weight="600">{escape(_clip(title, WIDTH - LEFT - 4, 13))}</text>'
     )
 
 
@@ -233,8 +292,9 @@ def _legend(names: Sequence[str], y: float = HEIGHT - 8) -> tuple[str, int]:
     """Legend entries left to right, wrapping onto new rows; returns the SVG and the number of rows."""
     parts = []
     x, row = float(LEFT), 0
-    for i, name in enumerate(names):
-        width = 24 + 6.2 * len(name)
+    for i, full in enumerate(names):
+        name = _clip(full, WIDTH - LEFT - RIGHT - 14, 10)
+        width = 14 + text_width(name, 10) + 10
         if x + width > WIDTH - RIGHT and x > LEFT:
             x, row = float(LEFT), row + 1
         yy = y + 14 * row
