@@ -119,12 +119,32 @@ def format_value(value: Cell, *, signed: bool = False) -> str:
     return str(value)
 
 
+P_VALUE_FLOOR = 0.001
+"""p-values below this are shown as ``p<0.001``: smaller ones say nothing more, and rounded they read ``p=0``."""
+
+
+def format_p_value(value: Cell) -> str:
+    """A p-value for people: ``p=0.012``, ``p<0.001`` (never ``p=0`` or ``1e-12``), ``p=–`` when there is none."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return "p=–"
+    if value < P_VALUE_FLOOR:
+        return f"p<{P_VALUE_FLOOR:g}"
+    return f"p={float(value):.2g}"  # two significant digits; from 0.001 up, never an exponent
+
+
+def _is_p_value(key: str) -> bool:
+    return key == "p_value" or key.endswith("_p_value")
+
+
 def format_evidence(evidence: Mapping[str, Any], limit: int = 8) -> str:
     """``key=value`` pairs of a finding's evidence: plain numbers and words first, nested values only to fill up."""
     scalar = [(k, v) for k, v in evidence.items() if not isinstance(v, (Mapping, list, tuple))]
     nested = [(k, v) for k, v in evidence.items() if isinstance(v, (Mapping, list, tuple))]
     parts: list[str] = []
     for key, value in [*scalar, *nested][:limit]:
+        if _is_p_value(key) and not isinstance(value, (Mapping, list, tuple)):
+            parts.append(f"{key}{format_p_value(_cell(value))[1:]}")  # p_value<0.001, p_value=0.04
+            continue
         text = _short_json(value) if isinstance(value, (Mapping, list, tuple)) else format_value(_cell(value))
         parts.append(f"{key}={text}")
     return ", ".join(parts)

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from urllib.parse import SplitResult, urlsplit
 
 from infradoctor.metrics import MetricsError
-from infradoctor.report.sections import Cell, Section, Table, format_value
+from infradoctor.report.sections import Cell, Section, Table, format_p_value, format_value
 from infradoctor.result import Result
 from infradoctor.route.metrics import EstimateMetrics, HealthMetrics, NetworkMetrics, RouteMetrics
 from infradoctor.telemetry.evidence import RouterWindow, ServerPoint
@@ -70,7 +70,7 @@ def sections(result: Result) -> list[Section]:
     if att.routed_n or att.direct_n:
         lines = [
             f"Router adds {_ci(att.added_p50_ms)} ms at p50 and {_ci(att.added_p99_ms)} ms at p99 "
-            f"(routed minus direct, 95% bootstrap CI; Mann-Whitney p={format_value(att.p_value)}).",
+            f"(routed minus direct, 95% bootstrap CI; Mann-Whitney {format_p_value(att.p_value)}).",
             f"Routed p50 {format_value(att.routed_p50_ms)} ms vs direct {format_value(att.direct_p50_ms)}"
             f" ms; p99 {format_value(att.routed_p99_ms)} vs {format_value(att.direct_p99_ms)} ms.",
         ]
@@ -88,7 +88,7 @@ def sections(result: Result) -> list[Section]:
         ]
         dist = metrics.distribution
         lines = [f"Serving backend from header: {dist.header or 'none found'}; {dist.attributed} attributed, "
-                 f"{dist.unattributed} not; chi-square p={format_value(dist.p_value)}."]
+                 f"{dist.unattributed} not; chi-square {format_p_value(dist.p_value)}."]
         out.append(Section("Backends", tables=(
             Table(("backend", "share", "expected", "served", "direct errors", "direct p50 ms", "health"),
                   backend_rows),), lines=lines))
