@@ -113,7 +113,7 @@ def test_changes_without_an_interval_are_counted_apart_and_small_ones_not_judged
     assert rows[("peak_rss_mb", "value")]["verdict"] == "about the same, no interval"  # +1.4% is not "worse"
     head = result.metrics["headline"]
     assert head["improvements"] == 3 and head["not_judged"] == 2 and "unchanged" not in head  # mean, p50, p99
-    assert result.target["description"] == "'a' (load) -> 'b' (load)"
+    assert result.target["description"] == "a (load) compared with b (load)"
 
 
 def test_an_interval_needs_enough_samples() -> None:
@@ -131,3 +131,22 @@ def test_an_interrupted_run_is_never_compared_as_if_complete() -> None:
     assert not any(r["regression"] or r["improved"] for r in result.metrics["changes"])
     assert all(r["verdict"].startswith("not judged") for r in result.metrics["changes"])
     assert any("interrupted" in w for w in result.metrics["warnings"])
+
+
+def test_the_title_is_a_sentence_in_every_renderer() -> None:
+    from infradoctor.report.html import HtmlRenderer
+    from infradoctor.report.markdown import MarkdownRenderer
+    from infradoctor.report.terminal import TerminalRenderer
+
+    before = run(samples(1, 100), 10, "train-baseline").with_(command="profile", run_id="20261129-100000-aaaa")
+    after = run(samples(2, 50), 20, "train-after").with_(command="profile", run_id="20261129-100500-bbbb")
+    result = compare_results(before, after, resamples=100)
+    title = "train-baseline (profile) compared with train-after (profile)"
+    assert result.target["description"] == title
+    for renderer in (TerminalRenderer(width=120), MarkdownRenderer(), HtmlRenderer()):
+        text = renderer.render([result])
+        assert title in text, type(renderer).__name__
+        assert "{" not in text.split(title)[0].splitlines()[-1]  # not a raw dict beside it
+    unlabelled = compare_results(before.with_(label=None), after.with_(label=None, run_id=None), resamples=100)
+    assert unlabelled.target["description"] == (
+        "run 20261129-100000-aaaa (profile) compared with an unlabelled profile run")

@@ -417,11 +417,15 @@ def compare_results(before: Result, after: Result, *, resamples: int = 400) -> R
         started_at=utc_now_iso(),
         duration_s=0.0,
         target={"before": before.run_id or "", "after": after.run_id or "",
-                "description": f"{_name(before)} -> {_name(after)}"},
+                "description": f"{_name(before)} compared with {_name(after)}"},
         metrics=metrics.to_dict(),
     )
 
 
 def _name(run: Result) -> str:
-    label = f"'{run.label}'" if run.label else "a run"
-    return f"{label} ({run.command}, run {run.run_id})" if run.run_id else f"{label} ({run.command})"
+    """A run in words for the comparison's title: ``train-baseline (profile)``, ``run 20261129-1 (load)``."""
+    if run.label:
+        return f"{run.label} ({run.command})"
+    if run.run_id:
+        return f"run {run.run_id} ({run.command})"
+    return f"an unlabelled {run.command} run"
