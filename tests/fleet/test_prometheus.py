@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from infradoctor.fleet.alerts import Baseline, alert_rules, render_rules
+from infradoctor.fleet.alerts import AlertRule, Baseline, alert_rules, render_rules
 from infradoctor.fleet.evidence import Window
 from infradoctor.fleet.run import FleetOptions, run
 from infradoctor.fleet.window import make_window
@@ -247,3 +247,82 @@ def test_alert_rules_without_a_baseline_use_the_rules_defaults(tmp_path: Path) -
     assert "DCGM_FI_DEV_GPU_TEMP{cluster=\"a\"} > 85.0" in text and "InfradoctorServerQueue" not in text
     assert text.count('cluster="a"') >= 20
 
+
+
+def _expected(rule: AlertRule, labels: dict[str, str], value: str = "", percent: str = "") -> dict[str, object]:
+    """One alert as ``promtool test rules`` expects it: the rule's labels and its annotations filled in."""
+    summary = rule.summary.replace("{{ $value | humanizePercentage }}", percent).replace("{{ $value }}", value)
+    for key, text in labels.items():
+        summary = summary.replace(f"{{{{ $labels.{key} }}}}", text)
+    return {"exp_labels": {"severity": rule.severity, "infradoctor_code": rule.code, **labels},
+            "exp_annotations": {"summary": summary, "threshold": rule.threshold,
+                                "runbook": f"infradoctor rules {rule.code}"}}
+
+
+def test_alert_rules_fire_for_ecc_throttling_stragglers_routers_and_queues(tmp_path: Path) -> None:
+    """``promtool test rules`` over series that break each rule, beside series that must stay quiet: ECC,
+    throttling (DCGM 3 and 4 names), stragglers, router 5xx and retries, router and server queues, rejections."""
+    rules = {r.name: r for r in alert_rules(Baseline(Window(0, 3600, 30), temp_p99_c=70.0, queue_p99=4.0))}
+    (tmp_path / "rules.yml").write_text(render_rules(list(rules.values())), encoding="utf-8")
+
+    def gpu(node: int, index: int, model: str = "NVIDIA H100 80GB HBM3") -> dict[str, str]:
+        return {"instance": f"gpu-{node}:9400", "gpu": str(index), "modelName": model, "UUID": f"GPU-{node}-{index}"}
+
+    def series(name: str, labels: dict[str, str], values: str) -> dict[str, str]:
+        return {"series": name + "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}", "values": values}
+
+    envoy = {"instance": "router-1:9901", "envoy_cluster_name": "models"}
+    calm = {"instance": "router-9:9901", "envoy_cluster_name": "models"}
+    ha = {"instance": "router-2:8404", "proxy": "be"}
+    vllm, idle_vllm = {"instance": "gpu-4:8000", "model_name": "llama"}, {"instance": "gpu-5:8000", "model_name": "llama"}
+    inputs = [
+        series("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", gpu(1, 0), "0 0 0 1x17"),  # one uncorrectable error at 3m
+        series("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", gpu(1, 1), "0x20"),
+        series("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", gpu(2, 0), "72x20"),  # 0x48: HW slowdown + HW thermal
+        series("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", gpu(2, 1), "1x20"),  # idle: not throttled
+        series("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", gpu(2, 2), "8x20"),  # DCGM 4 name, HW slowdown
+        *(series("DCGM_FI_DEV_SM_CLOCK", gpu(3, i), "1980x20") for i in range(3)),
+        series("DCGM_FI_DEV_SM_CLOCK", gpu(3, 3), "1400x20"),  # busy and 29% below its peers' median
+        series("DCGM_FI_DEV_SM_CLOCK", gpu(3, 4), "1400x20"),  # as slow, but idle: its clocks are not a fault
+        *(series("DCGM_FI_DEV_GPU_UTIL", gpu(3, i), "90x20") for i in range(4)),
+        series("DCGM_FI_DEV_GPU_UTIL", gpu(3, 4), "5x20"),
+        series("envoy_cluster_upstream_rq_total", envoy, "0+100x20"),
+        series("envoy_cluster_upstream_rq_xx", {**envoy, "envoy_response_code_class": "5"}, "0+10x20"),
+        series("envoy_cluster_upstream_rq_retry", envoy, "0+20x20"),
+        series("envoy_cluster_upstream_rq_pending_active", envoy, "3x20"),
+        series("envoy_cluster_upstream_rq_pending_overflow", envoy, "0+2x20"),
+        series("envoy_cluster_upstream_rq_total", calm, "0+100x20"),
+        series("envoy_cluster_upstream_rq_xx", {**calm, "envoy_response_code_class": "5"}, "0x20"),
+        series("envoy_cluster_upstream_rq_retry", calm, "0+1x20"),
+        series("envoy_cluster_upstream_rq_pending_active", calm, "0 2 0 2 0 2 0 2 0 2 0 2 0 2 0 2 0 2 0 2"),
+        series("envoy_cluster_upstream_rq_pending_overflow", calm, "0x20"),
+        series("haproxy_backend_http_requests_total", ha, "0+100x20"),
+        series("haproxy_backend_http_responses_total", {**ha, "code": "5xx"}, "0+5x20"),
+        series("haproxy_backend_current_queue", ha, "0 0 4x18"),
+        series("vllm:num_requests_waiting", vllm, "20x20"),  # the baseline's p99 was 4: the limit is 8
+        series("vllm:num_requests_waiting", idle_vllm, "3x20"),
+    ]
+    cases = [
+        (5, "InfradoctorGpuEccUncorrectable", [_expected(rules["InfradoctorGpuEccUncorrectable"], gpu(1, 0))]),
+        (16, "InfradoctorGpuEccUncorrectable", []),  # nothing new in the last 10 minutes
+        (12, "InfradoctorGpuThrottled", [_expected(rules["InfradoctorGpuThrottled"], gpu(2, 0))]),
+        (12, "InfradoctorGpuThrottledDcgm4", [_expected(rules["InfradoctorGpuThrottledDcgm4"], gpu(2, 2))]),
+        (5, "InfradoctorGpuThrottled", []),  # not yet for 10 minutes
+        (16, "InfradoctorGpuStraggler", [_expected(rules["InfradoctorGpuStraggler"], gpu(3, 3), "1400")]),
+        (12, "InfradoctorRouterErrors", [_expected(rules["InfradoctorRouterErrors"], envoy, percent="10%")]),
+        (12, "InfradoctorRouterRetries", [_expected(rules["InfradoctorRouterRetries"], envoy, percent="20%")]),
+        (12, "InfradoctorHaproxyErrors", [_expected(rules["InfradoctorHaproxyErrors"], ha, percent="5%")]),
+        (12, "InfradoctorRouterQueue", [_expected(rules["InfradoctorRouterQueue"], envoy, "3")]),
+        (8, "InfradoctorRouterQueue", []),
+        (13, "InfradoctorHaproxyQueue", [_expected(rules["InfradoctorHaproxyQueue"], ha, "4")]),
+        (6, "InfradoctorRouterRejected", [_expected(rules["InfradoctorRouterRejected"], envoy, "10")]),
+        (12, "InfradoctorServerQueue", [_expected(rules["InfradoctorServerQueue"], vllm, "20")]),
+    ]
+    tests = {"rule_files": ["rules.yml"], "evaluation_interval": "1m",
+             "tests": [{"interval": "1m", "input_series": inputs,
+                        "alert_rule_test": [{"eval_time": f"{minute}m", "alertname": name, "exp_alerts": alerts}
+                                            for minute, name, alerts in cases]}]}
+    (tmp_path / "rules_test.yml").write_text(json.dumps(tests, indent=1), encoding="utf-8")  # JSON is YAML
+    outcome = _promtool("test", "rules", str(tmp_path / "rules_test.yml"))
+    assert outcome.returncode == 0, outcome.stdout + outcome.stderr
+    assert {r.code for r in rules.values()} >= {"N002", "N003", "N013", "S006", "R005", "R009", "R013", "S010"}

@@ -189,6 +189,40 @@ def test_container_restarts_by_node() -> None:
     assert found[1].evidence["crash_looping"] == ["serving/vllm-1/server"]
 
 
+def test_pods_not_ready_and_gpu_pods_pending() -> None:
+    from infradoctor.node.containers import PodState
+
+    evidence = ContainerEvidence(
+        "ksm", 3600,
+        (ContainerRestart("serving", "vllm-0", "server", "gpu-1", 2, None, None),),
+        not_ready=(PodState("serving", "vllm-0", "gpu-1"), PodState("serving", "vllm-3", "gpu-4"),
+                   PodState("serving", "tgi-0", None)),
+        pending_gpu_pods=(PodState("serving", "vllm-5", None, 4.0), PodState("train", "job-7", None, 8.0)))
+    found = run_rules(evidence, NodeOptions())
+    restarts = {f.evidence["node"]: f for f in found if f.code == "N014"}
+    assert {n: (f.severity.value, f.evidence["not_ready"]) for n, f in restarts.items()} == {
+        "(node unknown)": ("low", ["serving/tgi-0"]), "gpu-1": ("medium", ["serving/vllm-0"]),
+        "gpu-4": ("low", ["serving/vllm-3"])}
+    assert restarts["gpu-1"].title.startswith("gpu-1: 1 container restarted 2 times, 1 pod not ready")
+    assert restarts["gpu-4"].title == "gpu-4: 1 pod not ready (serving/vllm-3 not ready)"
+    pending = [f for f in found if f.code == "N016"]
+    assert len(pending) == 1 and pending[0].severity.value == "high"  # 12 GPUs: more than a node's worth
+    assert pending[0].evidence["gpus_requested"] == 12 and pending[0].evidence["pending_pods"] == 2
+    assert pending[0].evidence["pods"] == ["serving/vllm-5 (4 GPU)", "train/job-7 (8 GPU)"]
+    few = run_rules(ContainerEvidence("ksm", 3600, (), pending_gpu_pods=(PodState("a", "p", None, 1.0),)),
+                    NodeOptions())
+    assert [(f.code, f.severity.value) for f in few] == [("N016", "medium")]
+    assert run_rules(ContainerEvidence("ksm", 3600, ()), NodeOptions()) == []
+
+
+def test_pod_states_count_only_when_they_last() -> None:
+    queries = q.kube_queries(q.Scope("", "3600s", "30s"))
+    assert "== 1)[3600s:30s])) * 30 >= 300" in queries["not_ready"]  # steps not ready x step
+    assert "[3600s:30s])) * 30 >= 300" in queries["pending_gpu"] and 'phase="Pending"' in queries["pending_gpu"]
+    assert "* 30 >= 300" in queries["pod_node"]  # the nodes of pods not ready are looked up too
+    assert "[120s:1s])) * 1 >= 60" in q.kube_queries(q.Scope("", "120s", "1s"))["not_ready"]  # half a short window
+
+
 def test_onset_names_the_first_problem_and_the_change_before_it() -> None:
     onsets = (Onset("N006", "n3", "mem_available_fraction", NOW - 600, False, 0.1, "n3: memory"),
               Onset("N003", "n1 GPU 2", "fault_throttle_bits", NOW - 1800, False, 0.0, "n1: throttled"),
@@ -253,6 +287,89 @@ def test_routers_and_model_servers_go_through_their_own_rules() -> None:
     found = {(f.code, f.location.file if f.location else "") for f in service_findings(routers, servers, 120)}
     assert found == {("R005", "edge-1 envoy"), ("S010", "gpu-1 vllm llama"), ("S011", "gpu-1 vllm llama"),
                      ("S012", "gpu-1 vllm llama")}
+
+
+def test_upstream_health_from_membership_panic_and_server_states() -> None:
+    """R003, R010 (panic) and R013 from what Prometheus holds of a router's upstream health (issue 20's routers)."""
+    from infradoctor.fleet.evidence import RouterServer, RouterUpstream
+    from infradoctor.fleet.service_view import service_findings
+
+    routers = [
+        # every host failing Envoy's active health check: Envoy routes to them anyway (panic)
+        RouterUpstream("edge-1", "envoy", "models", requests=600, retries=0, pending_max=0, healthy_min=0,
+                       members_max=2, panic=600, none_healthy=0),
+        # panic routing turned off: Envoy answers 503 UH itself
+        RouterUpstream("edge-2", "envoy", "models", requests=0, healthy_min=0, members_max=3, panic=0,
+                       none_healthy=400),
+        # one host of three failing, no panic: the cluster routes around it
+        RouterUpstream("edge-3", "envoy", "models", requests=900, healthy_min=2, members_max=3, panic=0,
+                       none_healthy=0),
+        # HAProxy: b1 DOWN (its checks failing), b2 UP but answering 5xx; every 5xx came from b2
+        RouterUpstream("edge-4", "haproxy", "be", requests=1000, errors_5xx=120, server_errors_5xx=120,
+                       healthy_min=2, members_max=3,
+                       servers=(RouterServer("b1", "DOWN"),
+                                RouterServer("b2", "UP", {"hrsp_5xx": 120.0, "stot": 330.0}))),
+        # healthy everything: nothing to say
+        RouterUpstream("edge-5", "envoy", "models", requests=900, healthy_min=3, members_max=3, panic=0),
+        RouterUpstream("edge-5", "haproxy", "be", requests=900, errors_5xx=1, server_errors_5xx=1, healthy_min=2,
+                       members_max=2),
+    ]
+    found = service_findings(routers, [], 120)
+    by = {(f.code, f.location.file if f.location else ""): f for f in found}
+    assert set(by) == {("R010", "edge-1 envoy"), ("R003", "edge-1 envoy"), ("R013", "edge-2 envoy"),
+                       ("R003", "edge-2 envoy"), ("R003", "edge-3 envoy"), ("R003", "edge-4 haproxy"),
+                       ("R010", "edge-4 haproxy")}
+    panic = by[("R010", "edge-1 envoy")]
+    assert panic.evidence["panic_requests"] == 600 and panic.evidence["membership_healthy"] == 0
+    assert panic.evidence["membership_total"] == 2 and "panic mode" in panic.title
+    assert "2 of 2 hosts unhealthy" in by[("R003", "edge-1 envoy")].title
+    assert "panic mode" in by[("R003", "edge-1 envoy")].title
+    assert by[("R013", "edge-2 envoy")].evidence["cause"] == "no_healthy_upstream"
+    assert "1 of 3 hosts unhealthy" in by[("R003", "edge-3 envoy")].title
+    haproxy = [f for f in found if f.code == "R003" and f.evidence["node"] == "edge-4"]
+    assert {(f.evidence["router_name"], f.evidence["state"]) for f in haproxy} == {("b1", "down"), ("b2", "healthy")}
+    assert next(f for f in haproxy if f.evidence["router_name"] == "b2").evidence["failed_attempts"] == 120
+    # ... and HAProxy holds b2 healthy (UP) while 36% of its requests fail: the health check and traffic disagree
+    assert by[("R010", "edge-4 haproxy")].evidence["router_name"] == "b2"
+    # HAProxy's own 5xx (a full queue, no server left) is what R013 counts: not the servers' 5xx
+    assert not any(f.code == "R013" and f.evidence["node"] == "edge-4" for f in found)
+    own = [RouterUpstream("edge-6", "haproxy", "be", requests=500, errors_5xx=200, server_errors_5xx=20,
+                          healthy_min=0, members_max=2, servers=(RouterServer("b1", "DOWN"), RouterServer("b2", "DOWN")))]
+    r013 = [f for f in service_findings(own, [], 120) if f.code == "R013"]
+    assert [(f.evidence["cause"], f.evidence["rejected"]) for f in r013] == [("queue", 180.0)]
+
+
+def test_nginx_exporter_rows_go_through_the_router_rules() -> None:
+    from infradoctor.fleet.evidence import RouterUpstream
+    from infradoctor.fleet.service_view import router_evidence, service_findings
+
+    fine = RouterUpstream("web-1", "nginx", "-", requests=5000, accepted=800, handled=800, connections_active_max=40,
+                          connections_waiting_max=30, up_min=1)
+    short = RouterUpstream("web-2", "nginx", "-", requests=5000, accepted=900, handled=700, connections_active_max=1024,
+                           up_min=1)
+    evidence = router_evidence("web-2", "nginx", [short])
+    assert evidence.window.counters["client_requests"] == 5000 and "requests" not in evidence.window.counters
+    assert evidence.window.gauges["connections_active"].max == 1024
+    found = service_findings([fine, short], [], 120)
+    assert [(f.code, f.evidence["node"], f.evidence["cause"], f.evidence["rejected"]) for f in found] == [
+        ("R013", "web-2", "connections_dropped", 200.0)]
+
+
+def test_router_queries_ask_for_upstream_health_and_nginx() -> None:
+    scope = q.Scope("", "3600s", "30s")
+    queries = q.router_queries(scope)
+    for key, name in (("envoy.panic", "envoy_cluster_lb_healthy_panic"),
+                      ("envoy.none_healthy", "envoy_cluster_upstream_cx_none_healthy"),
+                      ("haproxy.server_errors_5xx", "haproxy_server_http_responses_total"),
+                      ("nginx.requests", "nginx_http_requests_total"), ("nginx.accepted", "nginx_connections_accepted"),
+                      ("nginx.handled", "nginx_connections_handled"), ("nginx.up_min", "nginx_up"),
+                      ("nginx.connections_active_max", "nginx_connections_active"),
+                      ("nginx.connections_waiting_max", "nginx_connections_waiting")):
+        assert f'__name__="{name}"' in queries[key], key
+    servers = q.router_server_queries(scope)
+    assert set(servers) == {"state", "hrsp_5xx", "econ", "eresp", "stot"}
+    assert all(expr.startswith(f"topk({q.ROUTER_SERVER_LIMIT},") for k, expr in servers.items() if k != "stot")
+    assert 'state!="UP"' in servers["state"] and " and on (" in servers["stot"]
 
 
 def test_an_idle_gpu_at_its_power_cap_is_not_throttled_over_the_window() -> None:

@@ -132,6 +132,29 @@ def test_nginx_stub_status(name: str) -> None:
     assert snap.values["connections_active"] == float(numbers[2])
 
 
+def test_nginx_prometheus_exporter() -> None:
+    from infradoctor.findings import run_rules
+    from infradoctor.telemetry import dump_evidence
+
+    path = CORPUS / "nginx-prometheus-exporter-0.11.0-metrics.prom"
+    snap = parse_router_stats(path.read_bytes(), path.name)
+    assert snap.kind == "nginx" and snap.format == "nginx-prometheus" and snap.problem is None
+    for key, metric in (("accepts", "nginx_connections_accepted"), ("handled", "nginx_connections_handled"),
+                        ("client_requests", "nginx_http_requests_total"), ("waiting", "nginx_connections_waiting"),
+                        ("connections_active", "nginx_connections_active")):
+        assert snap.values[key] == _prom_total(path, metric), key
+    assert run_rules(dump_evidence(snap)) == []  # every accepted connection was handled
+    # the same exporter when it could not read stub_status, and when worker_connections ran out
+    down = path.read_text().replace("nginx_up 1", "nginx_up 0")
+    assert "nginx_up 0" in (parse_router_stats(down).problem or "")
+    accepted = _prom_total(path, "nginx_connections_accepted")
+    dropped = path.read_text().replace(f"nginx_connections_handled {accepted:.0f}",
+                                       f"nginx_connections_handled {accepted - 5:.0f}")
+    found = run_rules(dump_evidence(parse_router_stats(dropped, path.name)))
+    assert [(f.code, f.evidence["cause"], f.evidence["rejected"]) for f in found] == [
+        ("R013", "connections_dropped", 5.0)]
+
+
 SERVERS = {
     "vllm-datadog-fixture-v0-and-v1-names.prom": ("vllm", {
         "waiting": "vllm:num_requests_waiting", "running": "vllm:num_requests_running",

@@ -25,7 +25,7 @@ from infradoctor.node.rules import (
     n009_socket_exhaustion,
     n014_container_restarts,
 )
-from infradoctor.route.rules import r005_retry_amplification
+from infradoctor.route.rules import r005_retry_amplification, r013_router_rejected
 
 TEMP_MARGIN_C = 8.0
 """Degrees above the baseline's p99 GPU temperature at which the temperature alert fires."""
@@ -191,6 +191,25 @@ def alert_rules(baseline: Baseline, matchers: str = "") -> list[AlertRule]:
                   f"{s006_error_rate.THRESHOLD:g}", "5m", "warning", "S006",
                   "HAProxy {{ $labels.instance }} backend {{ $labels.proxy }}: {{ $value | humanizePercentage }} 5xx",
                   f"S006 THRESHOLD = {s006_error_rate.THRESHOLD:g}"),
+    ]
+    rules += [
+        AlertRule("InfradoctorRouterQueue",
+                  f"max by (instance, envoy_cluster_name) (envoy_cluster_upstream_rq_pending_active{sel}) > 0",
+                  "10m", "warning", "R009",
+                  "Envoy {{ $labels.instance }} cluster {{ $labels.envoy_cluster_name }}: requests have waited in "
+                  "its pending queue for 10 minutes ({{ $value }} now)",
+                  "R009: requests waiting in Envoy's pending queue at every evaluation for 10 minutes"),
+        AlertRule("InfradoctorHaproxyQueue",
+                  f"max by (instance, proxy) (haproxy_backend_current_queue{sel}) > 0", "10m", "warning", "R009",
+                  "HAProxy {{ $labels.instance }} backend {{ $labels.proxy }}: requests have waited in its queue for "
+                  "10 minutes ({{ $value }} now)",
+                  "R009: requests waiting in HAProxy's backend queue at every evaluation for 10 minutes"),
+        AlertRule("InfradoctorRouterRejected",
+                  f"sum by (instance, envoy_cluster_name) (increase(envoy_cluster_upstream_rq_pending_overflow{sel}"
+                  f"[5m])) >= {r013_router_rejected.MIN_REJECTED:g}", "0m", "warning", "R013",
+                  "Envoy {{ $labels.instance }} cluster {{ $labels.envoy_cluster_name }} refused {{ $value }} "
+                  "requests in 5 minutes: its pending queue or circuit breaker was full (503 UO)",
+                  f"R013 MIN_REJECTED = {r013_router_rejected.MIN_REJECTED:g} in 5 minutes"),
     ]
     if baseline.queue_p99 is not None:
         limit = max(1.0, baseline.queue_p99 * QUEUE_FACTOR)

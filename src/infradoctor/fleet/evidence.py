@@ -119,17 +119,29 @@ class FleetHost:
 
 
 @dataclass(frozen=True)
+class RouterServer:
+    """One HAProxy server that was not UP at some point of the window, or answered errors."""
+
+    name: str
+    """HAProxy's server name."""
+    state: str
+    """The worst state it was in (``DOWN``, ``MAINT``, ``DRAIN``, ``NOLB``), or ``UP``."""
+    counters: Mapping[str, float] = field(default_factory=dict)
+    """Its growth in the window: ``hrsp_5xx``, ``econ`` (connection errors), ``eresp``, ``stot`` (sessions)."""
+
+
+@dataclass(frozen=True)
 class RouterUpstream:
-    """One upstream cluster or backend of one router, over the window (Envoy, HAProxy)."""
+    """One upstream cluster or backend of one router, over the window (Envoy, HAProxy; nginx: the whole server)."""
 
     node: str
     """The router's node."""
     router: str
-    """``envoy`` or ``haproxy``."""
+    """``envoy``, ``haproxy`` or ``nginx``."""
     upstream: str
-    """Envoy cluster name or HAProxy backend (proxy) name."""
+    """Envoy cluster name or HAProxy backend (proxy) name; ``-`` for nginx (stub_status has no upstreams)."""
     requests: float | None = None
-    """Requests sent upstream in the window."""
+    """Requests sent upstream in the window (nginx: requests it received)."""
     errors_5xx: float | None = None
     """5xx responses in the window."""
     retries: float | None = None
@@ -142,6 +154,24 @@ class RouterUpstream:
     """Fewest healthy members seen (Envoy ``membership_healthy``, HAProxy ``active_servers``)."""
     members_max: float | None = None
     """Members of the upstream (Envoy ``membership_total``; HAProxy: servers seen in any state)."""
+    panic: float | None = None
+    """Requests Envoy routed in panic mode (``lb_healthy_panic``: too few healthy hosts, so every host got traffic)."""
+    none_healthy: float | None = None
+    """Requests Envoy answered 503 itself for want of a healthy host (``upstream_cx_none_healthy``)."""
+    server_errors_5xx: float | None = None
+    """5xx the backend's servers answered (HAProxy); the rest of ``errors_5xx`` HAProxy answered itself."""
+    accepted: float | None = None
+    """Client connections nginx accepted in the window (``nginx_connections_accepted``)."""
+    handled: float | None = None
+    """... and handled (fewer than accepted: ``worker_connections`` ran out)."""
+    connections_active_max: float | None = None
+    """Most client connections open at once (nginx ``connections_active``)."""
+    connections_waiting_max: float | None = None
+    """Most idle keep-alive connections (nginx ``connections_waiting``)."""
+    up_min: float | None = None
+    """nginx-prometheus-exporter's ``nginx_up``: 0 when it could not read nginx's stub_status at some scrape."""
+    servers: tuple[RouterServer, ...] = ()
+    """HAProxy servers that were not UP at some point, or answered errors (at most 200 per query)."""
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from infradoctor.fleet.evidence import (
     FleetGpu,
     FleetHost,
     ModelServer,
+    RouterServer,
     RouterUpstream,
     Stat,
     Window,
@@ -411,18 +412,49 @@ def _asks_present(scope: q.Scope, expr: str) -> bool:
     return any(name in scope.present for found in _NAME_IN_QUERY.findall(expr) for name in found.split("|"))
 
 
+_UPSTREAM_LABEL = {"envoy": "envoy_cluster_name", "haproxy": "proxy"}
+"""The label naming a router's upstream (nginx has none: its row is the whole server, upstream ``-``)."""
+
+
 def _routers(ask: _Asker, scope: q.Scope) -> list[RouterUpstream]:
     fields: dict[tuple[str, str, str], dict[str, float]] = defaultdict(dict)
     wanted = [(name, expr) for name, expr in q.router_queries(scope).items() if _asks_present(scope, expr)]
-    answers = ask.many([(f"fleet.router.{n.partition('.')[0]}", e, n.replace(".", " ")) for n, e in wanted])
-    for (name, _), answer in zip(wanted, answers, strict=True):
+    hosts = [(name, expr) for name, expr in q.router_server_queries(scope).items() if _asks_present(scope, expr)]
+    answers = ask.many([(f"fleet.router.{n.partition('.')[0]}", e, n.replace(".", " ")) for n, e in wanted]
+                       + [("fleet.router.haproxy", e, f"HAProxy servers' {n}") for n, e in hosts])
+    for (name, _), answer in zip(wanted, answers, strict=False):
         router, _, what = name.partition(".")
-        label = "envoy_cluster_name" if router == "envoy" else "proxy"
-        for (node, upstream), value in _values_by(answer, (q.NODE, label)).items():
-            if node and upstream:
-                fields[(node, router, upstream)][what] = value
-    return [RouterUpstream(node, router, upstream, **values)
+        label = _UPSTREAM_LABEL.get(router)
+        for series in answer.series if answer is not None else ():
+            node = series.labels.get(q.NODE, "")
+            upstream = series.labels.get(label, "") if label else "-"
+            if node and upstream and series.last is not None:
+                fields[(node, router, upstream)][what] = series.last
+    states: dict[tuple[str, str, str], str] = {}
+    counters: dict[tuple[str, str, str], dict[str, float]] = defaultdict(dict)
+    for (name, _), answer in zip(hosts, answers[len(wanted):], strict=True):
+        for series in answer.series if answer is not None else ():
+            key = (series.labels.get(q.NODE, ""), series.labels.get("proxy", ""), series.labels.get("server", ""))
+            if not all(key) or series.last is None:
+                continue
+            if name == "state":
+                state = series.labels.get("state", "")
+                if _SERVER_STATE_RANK.get(state, 1) >= _SERVER_STATE_RANK.get(states.get(key, "UP"), 0):
+                    states[key] = state
+            else:
+                counters[key][name] = series.last
+    servers: dict[tuple[str, str], list[RouterServer]] = defaultdict(list)
+    for key in sorted(set(states) | set(counters), key=_natural):
+        node, proxy, server = key
+        servers[(node, proxy)].append(RouterServer(server, states.get(key, "UP"), dict(counters.get(key, {}))))
+        fields.setdefault((node, "haproxy", proxy), {})
+    return [RouterUpstream(node, router, upstream, **values,
+                           servers=tuple(servers.get((node, upstream), ())) if router == "haproxy" else ())
             for (node, router, upstream), values in sorted(fields.items(), key=lambda kv: _natural(kv[0]))]
+
+
+_SERVER_STATE_RANK = {"UP": 0, "NOLB": 1, "DRAIN": 1, "MAINT": 2, "DOWN": 3}
+"""Which of an HAProxy server's states in the window is kept: the worst."""
 
 
 def _servers(ask: _Asker, scope: q.Scope) -> list[ModelServer]:

@@ -110,7 +110,7 @@ class NodeHealth(Metrics):
 
 @dataclass(frozen=True)
 class RouterRow(Metrics):
-    """One router upstream."""
+    """One router upstream (nginx: the whole server, upstream ``-``)."""
 
     node: str
     """Router node."""
@@ -130,6 +130,16 @@ class RouterRow(Metrics):
     """Fewest healthy members."""
     members_max: float | None = None
     """Members."""
+    panic_requests: float | None = None
+    """Requests Envoy routed in panic mode (every host got traffic: too few were healthy)."""
+    no_healthy_upstream: float | None = None
+    """Requests Envoy answered 503 for want of a healthy host."""
+    unhealthy_servers: tuple[str, ...] = ()
+    """HAProxy servers not UP at some point of the window, with the worst state (``b1 DOWN``)."""
+    connections_active_max: float | None = None
+    """nginx: most client connections open at once."""
+    connections_dropped: float | None = None
+    """nginx: connections accepted but not handled (``worker_connections`` ran out)."""
 
 
 @dataclass(frozen=True)

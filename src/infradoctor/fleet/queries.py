@@ -141,8 +141,8 @@ GPU_SIGNALS: tuple[Signal, ...] = (
 )
 """dcgm-exporter signals, by GPU, with only the summaries the rules read (each is one pass over the samples)."""
 
-EXPORTED = ('__name__=~"DCGM_.*|dcgm_.*|node_.*|kube_pod_.*|envoy_cluster_.*|haproxy_.*|vllm:.*|tgi_.*|'
-            'nv_inference_.*"')
+EXPORTED = ('__name__=~"DCGM_.*|dcgm_.*|node_.*|kube_pod_.*|envoy_cluster_.*|haproxy_.*|nginx_.*|vllm:.*|'
+            'tgi_.*|nv_inference_.*"')
 """The metric names infradoctor reads, for the one look-up of which of them have series in the window."""
 
 GPU_PRESENCE = ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_POWER_USAGE",
@@ -271,19 +271,39 @@ def filesystem_query(scope: Scope) -> str:
 
 RESTART_LIMIT = 500
 """Containers read at most per kube-state-metrics query (topk)."""
+POD_STATE_MIN_S = 300.0
+"""A pod counts as not ready, or as a GPU pod pending, when it was so this long in the window (or half a shorter
+window): a model server is not ready while it loads its weights, and a pod is Pending while its image is pulled."""
+
+
+def pod_state_min_s(window: str) -> float:
+    """Seconds a pod must be not ready or Pending in a window (``3600s``) to count."""
+    seconds = float(window.rstrip("s"))
+    return min(POD_STATE_MIN_S, seconds / 2)
 
 
 def kube_queries(scope: Scope) -> dict[str, str]:
-    """kube-state-metrics: restarts, termination and waiting reasons, pods' nodes, not-ready and pending GPU pods."""
+    """kube-state-metrics: restarts, termination and waiting reasons, pods' nodes, not-ready and pending GPU pods.
+
+    Not ready and Pending are 0/1 series: the steps of the window (a subquery at its step) at which one was 1,
+    times the step, is how long a pod was so (a mean over the samples would call a pod created a minute ago and
+    not ready since "not ready the whole window").
+    """
     w = scope.window
+    step_s = float(scope.step.rstrip("s"))
+    held = pod_state_min_s(w)
     ctr = "namespace, pod, container"
     restarts = f"increase({scope.select(('kube_pod_container_status_restarts_total',))}[{w}])"
     waiting = scope.select(("kube_pod_container_status_waiting_reason",), 'reason!="ContainerCreating"')
-    troubled = (f"max by (namespace, pod) ({restarts} > 0) or max by (namespace, pod) "
-                f"(max_over_time({waiting}[{w}]) == 1)")
     gpu_requests = scope.select(("kube_pod_container_resource_requests",), 'resource="nvidia_com_gpu"')
     pending = scope.select(("kube_pod_status_phase",), 'phase="Pending"')
     not_ready = scope.select(("kube_pod_status_ready",), 'condition="false"')
+    long_not_ready = (f"max by (namespace, pod) (count_over_time(({not_ready} == 1)[{w}:{scope.step}])) "
+                      f"* {step_s:g} >= {held:g}")
+    long_pending = (f"max by (namespace, pod) (count_over_time(({pending} == 1)[{w}:{scope.step}])) "
+                    f"* {step_s:g} >= {held:g}")
+    troubled = (f"max by (namespace, pod) ({restarts} > 0) or max by (namespace, pod) "
+                f"(max_over_time({waiting}[{w}]) == 1) or ({long_not_ready})")
     terminated = scope.select(("kube_pod_container_status_last_terminated_reason",))
     exit_code = scope.select(("kube_pod_container_status_last_terminated_exitcode",))
     pod_info = scope.select(("kube_pod_info",))
@@ -296,15 +316,23 @@ def kube_queries(scope: Scope) -> dict[str, str]:
         "waiting": f"topk({RESTART_LIMIT}, max by ({ctr}, reason) (max_over_time({waiting}[{w}])) == 1)",
         "pod_node": (f"max by (namespace, pod, node) (last_over_time({pod_info}[{w}])) "
                      f"and on (namespace, pod) ({troubled})"),
-        "not_ready": f"topk(100, max by (namespace, pod) (max_over_time({not_ready}[{w}])) == 1)",
-        "pending_gpu": (f"topk(100, sum by (namespace, pod) (last_over_time({gpu_requests}[{w}])) > 0 "
-                        f"and on (namespace, pod) (max by (namespace, pod) (max_over_time({pending}[{w}])) == 1))"),
+        "not_ready": f"topk(100, {long_not_ready})",
+        # per container the largest request any kube-state-metrics replica reported, summed over the pod's containers
+        "pending_gpu": (f"topk(100, sum by (namespace, pod) (max by ({ctr}) (last_over_time({gpu_requests}[{w}]))) > 0 "
+                        f"and on (namespace, pod) ({long_pending}))"),
         "present": f"count(last_over_time({present}[{w}]))",
     }
 
 
 def router_queries(scope: Scope) -> dict[str, str]:
-    """Envoy and HAProxy upstreams: requests, 5xx, retries, pending queue, healthy members, over the window."""
+    """Routers over the window, one value per upstream (``<router>.<field>``).
+
+    Envoy and HAProxy upstreams: requests, 5xx, retries, pending queue, healthy members; Envoy's panic routing and
+    "no healthy upstream" answers; the 5xx HAProxy's servers answered (the rest of the backend's 5xx HAProxy
+    answered itself). nginx (nginx-prometheus-exporter, which reads ``stub_status``): requests, accepted and
+    handled connections, active and idle connections, and ``nginx_up`` (0: the exporter could not read nginx).
+    stub_status has no upstreams, retries, status codes or health: nginx has one row per node, upstream ``-``.
+    """
     w = scope.window
     env_by = f"{NODE}, envoy_cluster_name"
     ha_by = f"{NODE}, proxy"
@@ -327,13 +355,52 @@ def router_queries(scope: Scope) -> dict[str, str]:
         "envoy.pending_overflow": inc("envoy_cluster_upstream_rq_pending_overflow", env_by),
         "envoy.healthy_min": over("min_over_time", "envoy_cluster_membership_healthy", env_by),
         "envoy.members_max": over("max_over_time", "envoy_cluster_membership_total", env_by),
+        "envoy.panic": inc("envoy_cluster_lb_healthy_panic", env_by),
+        "envoy.none_healthy": inc("envoy_cluster_upstream_cx_none_healthy", env_by),
         "haproxy.requests": inc("haproxy_backend_http_requests_total", ha_by),
         "haproxy.errors_5xx": inc("haproxy_backend_http_responses_total", ha_by, 'code="5xx"'),
+        "haproxy.server_errors_5xx": inc("haproxy_server_http_responses_total", ha_by, 'code="5xx"'),
         "haproxy.retries": inc("haproxy_backend_retry_warnings_total", ha_by),
         "haproxy.pending_max": over("max_over_time", "haproxy_backend_current_queue", ha_by),
         "haproxy.healthy_min": over("min_over_time", "haproxy_backend_active_servers", ha_by),
         "haproxy.members_max": f"count by ({ha_by}) (count by ({ha_by}, server) ({servers}))",
+        "nginx.requests": inc("nginx_http_requests_total", NODE),
+        "nginx.accepted": inc("nginx_connections_accepted", NODE),
+        "nginx.handled": inc("nginx_connections_handled", NODE),
+        "nginx.connections_active_max": over("max_over_time", "nginx_connections_active", NODE, "max"),
+        "nginx.connections_waiting_max": over("max_over_time", "nginx_connections_waiting", NODE, "max"),
+        "nginx.up_min": over("min_over_time", "nginx_up", NODE, "min"),
     }
+
+
+ROUTER_SERVER_LIMIT = 200
+"""HAProxy servers read at most per query (topk): those not UP at some point, or with errors."""
+
+
+def router_server_queries(scope: Scope) -> dict[str, str]:
+    """HAProxy servers that were not UP at some point of the window, or answered errors (``stat``-less values).
+
+    ``state``: one series per server and state other than UP it was in (``haproxy_server_status`` is 1 for the
+    current state); ``hrsp_5xx``, ``econ``, ``eresp``: its 5xx answers, connection and response errors, for servers
+    with any; ``stot``: its sessions, for those servers only. Envoy's Prometheus statistics carry no per-host
+    series; its membership gauges stand in (see :mod:`infradoctor.fleet.service_view`).
+    """
+    w = scope.window
+    by = f"{NODE}, proxy, server"
+
+    def inc(metric: str, extra: str = "") -> str:
+        return f"sum by ({by}) ({scope.keyed(f'increase({scope.select((metric,), extra)}[{w}])')})"
+
+    errors = {"hrsp_5xx": inc("haproxy_server_http_responses_total", 'code="5xx"'),
+              "econ": inc("haproxy_server_connection_errors_total"),
+              "eresp": inc("haproxy_server_response_errors_total")}
+    status = scope.select(("haproxy_server_status",), 'state!="UP"')
+    state = f"max by ({by}, state) ({scope.keyed(f'max_over_time({status}[{w}])')}) == 1"
+    erring = " or ".join(f"({expr} > 0)" for expr in errors.values())
+    out = {"state": f"topk({ROUTER_SERVER_LIMIT}, {state})"}
+    out.update({name: f"topk({ROUTER_SERVER_LIMIT}, {expr} > 0)" for name, expr in errors.items()})
+    out["stot"] = f"{inc('haproxy_server_sessions_total')} and on ({by}) ({erring} or {state})"
+    return out
 
 
 def server_queries(scope: Scope) -> dict[str, str]:

@@ -16,6 +16,7 @@ from infradoctor.fleet.evidence import (
     FleetHost,
     Onset,
     OnsetEvidence,
+    RouterUpstream,
     SeriesLine,
     Window,
 )
@@ -189,7 +190,21 @@ def _coverage_notes(evidence: FleetEvidence, gathered: Gathered) -> list[ErrorNo
             notes.append(ErrorNote("fleet.coverage", f"{group} not collected for {len(lacking)} of "
                                                      f"{len(evidence.gpus)} GPUs (absent from dcgm-exporter's "
                                                      "counters): not checked, not healthy"))
+    blind = [r.node for r in evidence.routers if r.router == "nginx" and r.up_min is not None and r.up_min < 1]
+    if blind:
+        notes.append(ErrorNote("fleet.coverage", f"nginx-prometheus-exporter could not read nginx's stub_status at "
+                                                 f"some scrape (nginx_up 0) on {len(blind)} nodes: "
+                                                 + ", ".join(blind[:10]) + "; their nginx counts cover part of "
+                                                 "the window, and nginx may have been down"))
     return notes
+
+
+def _router_row(r: RouterUpstream) -> RouterRow:
+    dropped = r.accepted - r.handled if r.accepted is not None and r.handled is not None else None
+    return RouterRow(r.node, r.router, r.upstream, r.requests, r.errors_5xx, r.retries, r.pending_max, r.healthy_min,
+                     r.members_max, r.panic, r.none_healthy,
+                     tuple(f"{s.name} {s.state}" for s in r.servers if s.state != "UP")[:50],
+                     r.connections_active_max, None if dropped is None else max(0.0, dropped))
 
 
 def _gpu_mean(gpus: Sequence[FleetGpu], signal: str, how: str = "mean") -> float | None:
@@ -298,8 +313,7 @@ def _metrics(options: FleetOptions, client: PrometheusClient, window: Window, ga
         headline=headline, window=WindowInfo(iso(window.start), iso(window.end), window.step_s),
         prometheus=PrometheusInfo(redact_url(client.base), info.get("version"), client.credentials.kind, reachable),
         coverage=tuple(coverage), nodes=tuple(rows),
-        routers=tuple(RouterRow(r.node, r.router, r.upstream, r.requests, r.errors_5xx, r.retries, r.pending_max,
-                                r.healthy_min, r.members_max) for r in evidence.routers[:MAX_ROWS]),
+        routers=tuple(_router_row(r) for r in evidence.routers[:MAX_ROWS]),
         servers=tuple(ServerRow(s.node, s.server, s.model, s.queue_max, s.queue_mean, s.running_mean,
                                 s.kv_cache_max, s.preemptions, s.e2e_p50_s) for s in evidence.servers[:MAX_ROWS]),
         containers=_containers_summary(containers), onsets=onset_rows, timeline=timeline,

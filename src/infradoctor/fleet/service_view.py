@@ -3,10 +3,16 @@
 One :class:`~infradoctor.telemetry.evidence.RouterEvidence` per router (its upstreams' counters summed over the
 window, as the router-statistics sampler sums clusters and backends) and one
 :class:`~infradoctor.telemetry.evidence.ServerEvidence` per model server (the window as its one point), so
-R005, R009, R013 and S010-S012 judge them with their own thresholds. There is no client here: the router's own
-request count stands in for the client's, and the server rules that compare with client latency stay silent.
-Only the maxima of gauges are queried; a gauge's mean and last are set to its maximum (the checks read the
-maximum alone).
+R003, R005, R009, R010, R013 and S010-S012 judge them with their own thresholds. There is no client here: the
+router's own request count stands in for the client's, and the server rules that compare with client latency stay
+silent. Only the maxima of gauges are queried; a gauge's mean and last are set to its maximum (the checks read the
+maximum alone), except the healthy members, whose minimum is what the window's worst moment had.
+
+Upstream health: HAProxy's servers come with their worst state and error counters (``haproxy_server_*``), as
+``route --router-stats`` reads them from its exporter. Envoy's ``/stats/prometheus`` names no host: a cluster
+whose healthy members fell below its members stands in as one host of that cluster, failing the router's health
+checks, named by the count (``models (1 of 2 hosts unhealthy)``); panic routing (``lb_healthy_panic``) and
+"no healthy upstream" answers (``upstream_cx_none_healthy``) are the counters R010 and R013 read.
 """
 
 from __future__ import annotations
@@ -19,9 +25,37 @@ from infradoctor.findings import Finding, Location, run_rules
 from infradoctor.fleet.evidence import ModelServer, RouterUpstream
 from infradoctor.telemetry.evidence import GaugeSeries, RouterEvidence, RouterWindow, ServerEvidence, ServerPoint
 from infradoctor.telemetry.evidence import ServerWindow as TelemetryServerWindow
+from infradoctor.telemetry.router import HostState, haproxy_state
 
 _COUNTERS = (("requests", "requests"), ("retries", "retries"), ("pending_overflow", "pending_overflow"),
-             ("errors_5xx", "responses_5xx"))
+             ("errors_5xx", "responses_5xx"), ("panic", "panic"), ("none_healthy", "none_healthy"),
+             ("server_errors_5xx", "server_responses_5xx"), ("accepted", "accepts"), ("handled", "handled"))
+"""Our counters and the canonical names the router rules read."""
+
+_GAUGES = (("pending_max", "pending_active", max), ("healthy_min", "membership_healthy", min),
+           ("members_max", "membership_total", max), ("connections_active_max", "connections_active", max),
+           ("connections_waiting_max", "waiting", max))
+"""Our gauges, the canonical names and how upstreams combine (the healthy minimum stays a minimum)."""
+
+
+def _hosts(upstreams: Sequence[RouterUpstream]) -> tuple[list[HostState], dict[str, str]]:
+    """HAProxy's servers as the router rules' hosts, and Envoy's unhealthy members as one host per cluster."""
+    hosts: list[HostState] = []
+    worst: dict[str, str] = {}
+    for upstream in upstreams:
+        for server in upstream.servers:
+            state = haproxy_state(server.state)
+            hosts.append(HostState(server.name, None, upstream.upstream, state, server.state, dict(server.counters)))
+            worst[f"{upstream.upstream}/{server.name}"] = state
+        if upstream.router == "envoy" and upstream.healthy_min is not None and upstream.members_max:
+            unhealthy = upstream.members_max - upstream.healthy_min
+            if unhealthy > 0:
+                name = f"{upstream.upstream} ({unhealthy:.0f} of {upstream.members_max:.0f} hosts unhealthy)"
+                flags = (f"membership_healthy fell to {upstream.healthy_min:.0f} of {upstream.members_max:.0f}; "
+                         "Prometheus names no host: /clusters on the router's admin does")
+                hosts.append(HostState(name, None, upstream.upstream, "failing", flags))
+                worst[f"{upstream.upstream}/{name}"] = "failing"
+    return hosts, worst
 
 
 def router_evidence(node: str, router: str, upstreams: Sequence[RouterUpstream]) -> RouterEvidence:
@@ -32,12 +66,18 @@ def router_evidence(node: str, router: str, upstreams: Sequence[RouterUpstream])
         if values:
             counters[canonical] = sum(values)
     gauges: dict[str, GaugeSeries] = {}
-    pending = [u.pending_max for u in upstreams if u.pending_max is not None]
-    if pending:
-        peak = max(pending)  # the largest one upstream's queue reached: never more than was seen
-        gauges["pending_active"] = GaugeSeries(max=peak, mean=peak, last=peak)
+    for ours, canonical, combine in _GAUGES:
+        values = [v for u in upstreams if (v := getattr(u, ours)) is not None]
+        if values:
+            # pending: the largest one upstream's queue reached (never more than was seen); healthy members:
+            # the fewest any one upstream had (a cluster with none is what panic and R013 are about)
+            peak = combine(values)
+            gauges[canonical] = GaugeSeries(max=peak, mean=peak, last=peak)
+    if router == "nginx" and "requests" in counters:
+        counters["client_requests"] = counters.pop("requests")  # nginx counts what clients sent it
+    hosts, worst = _hosts(upstreams)
     window = RouterWindow(source=f"{node} {router} via Prometheus", kind=router, format="prometheus", reads=1,
-                          failed_reads=0, counters=counters, gauges=gauges)
+                          failed_reads=0, counters=counters, gauges=gauges, hosts=tuple(hosts), worst_states=worst)
     return RouterEvidence(window=window)
 
 

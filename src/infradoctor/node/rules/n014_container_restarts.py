@@ -3,8 +3,9 @@
 What it detects:
     From kube-state-metrics (`infradoctor fleet`): per node, the containers whose restart count grew in the incident
     window by at least ``MIN_RESTARTS``, or whose last termination in the window was ``OOMKilled``, or that waited
-    in ``CrashLoopBackOff`` (or another start failure: image pull, bad configuration). One finding per node, naming
-    the containers with the most restarts.
+    in ``CrashLoopBackOff`` (or another start failure: image pull, bad configuration), and the pods that were not
+    ready (failing their readiness probe) for a while in the window. One finding per node, naming the containers
+    with the most restarts and the pods not ready.
 
     From logs (`infradoctor logs`): Kubernetes events, ``kubectl describe``/``get pods`` output and kubelet lines
     about a container that does not stay up: ``CrashLoopBackOff`` / "back-off restarting failed container", a
@@ -24,7 +25,10 @@ How it is measured:
     ``increase(kube_pod_container_status_restarts_total[window])`` per container,
     ``kube_pod_container_status_last_terminated_reason`` and ``..._waiting_reason`` seen in the window, and
     ``kube_pod_info`` for the node. Severity: ``high`` for an OOM kill, a crash back-off, or at least
-    ``HIGH_RESTARTS`` restarts of one container; else ``medium``.
+    ``HIGH_RESTARTS`` restarts of one container; else ``medium``. Pods not ready: ``kube_pod_status_ready``
+    with ``condition="false"`` for at least 5 minutes of the window (half of a shorter one; a model server is not
+    ready while it loads its weights); alone they make the finding ``low`` (out of the load balancer, the others
+    take its traffic), as readiness probe failures in logs do.
 
     From logs (`infradoctor logs`): the signature catalog's ``crash_loop_backoff``, ``container_oom_killed`` and
     ``probe_failed`` lines merged into incidents per source and time window. ``high`` for an OOM kill or a crash
@@ -48,7 +52,7 @@ from collections import defaultdict
 from infradoctor.findings import Finding, Location, Rule, Severity
 from infradoctor.logs.evidence import LogsEvidence
 from infradoctor.logs.incidents import LogsRuleOptions, signature_findings
-from infradoctor.node.containers import ContainerEvidence, ContainerRestart
+from infradoctor.node.containers import ContainerEvidence, ContainerRestart, PodState
 from infradoctor.node.rules._common import NodeOptions
 
 RULE = Rule(
@@ -80,25 +84,32 @@ def _counts(item: ContainerRestart, minimum: float) -> bool:
 
 @RULE.check(ContainerEvidence, NodeOptions)
 def check(evidence: ContainerEvidence, options: NodeOptions) -> list[Finding]:
-    """One finding per node with restarting, OOM-killed or crash-looping containers."""
+    """One finding per node with restarting, OOM-killed or crash-looping containers, or pods not ready."""
     minimum = options.threshold(RULE.code, "MIN_RESTARTS", MIN_RESTARTS)
     high = options.threshold(RULE.code, "HIGH_RESTARTS", HIGH_RESTARTS)
     by_node: dict[str, list[ContainerRestart]] = defaultdict(list)
     for item in evidence.restarts:
         if _counts(item, minimum):
             by_node[item.node or "(node unknown)"].append(item)
+    unready: dict[str, list[PodState]] = defaultdict(list)
+    for pod in evidence.not_ready:
+        unready[pod.node or "(node unknown)"].append(pod)
     findings = []
-    for node, items in sorted(by_node.items()):
-        items.sort(key=lambda c: (-c.restarts, c.name))
+    for node in sorted(set(by_node) | set(unready)):
+        items = sorted(by_node.get(node, ()), key=lambda c: (-c.restarts, c.name))
+        pods = unready.get(node, [])
         oom = [c for c in items if c.last_terminated_reason == "OOMKilled"]
         looping = [c for c in items if c.waiting_reason in FAILING_WAIT_REASONS]
         total = sum(c.restarts for c in items)
-        parts = [f"{len(items)} container{'s' if len(items) != 1 else ''} restarted {total:.0f} times"]
+        parts = [f"{len(items)} container{'s' if len(items) != 1 else ''} restarted {total:.0f} times"] if items else []
         if oom:
             parts.append(f"{len(oom)} OOMKilled")
         if looping:
             parts.append(f"{len(looping)} in {looping[0].waiting_reason}")
-        shown = ", ".join(f"{c.name} x{c.restarts:.0f}" for c in items[:3])
+        if pods:
+            parts.append(f"{len(pods)} pod{'s' if len(pods) != 1 else ''} not ready")
+        shown = ", ".join([f"{c.name} x{c.restarts:.0f}" for c in items[:3]]
+                          + [f"{p.namespace}/{p.pod} not ready" for p in pods[:3 if not items else 1]])
         severe = bool(oom or looping) or any(c.restarts >= high for c in items)
         findings.append(RULE.finding(
             f"{node}: " + ", ".join(parts) + f" ({shown})",
@@ -111,10 +122,12 @@ def check(evidence: ContainerEvidence, options: NodeOptions) -> list[Finding]:
                 "top": [{"container": c.name, "restarts": c.restarts, "last_terminated_reason":
                          c.last_terminated_reason, "waiting_reason": c.waiting_reason, "exit_code": c.exit_code}
                         for c in items[:SHOWN]],
+                "not_ready": [f"{p.namespace}/{p.pod}" for p in pods[:SHOWN]],
+                "pods_not_ready": len(pods),
                 "window_s": evidence.window_s,
                 "source": evidence.source,
             },
-            severity=Severity.HIGH if severe else None,
+            severity=Severity.HIGH if severe else None if items else Severity.LOW,
             location=Location(file=node),
         ))
     return findings
