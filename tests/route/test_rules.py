@@ -232,6 +232,68 @@ def test_r001_allows_for_a_host_short_of_cpu() -> None:
     assert by_code(slightly, "R001") and by_code(slightly, "R001")[0].evidence["host_allowance_ms"] == 0.4
 
 
+def _stats(kind: str, counters: dict[str, float], gauges: dict[str, float] | None = None):
+    from infradoctor.telemetry.evidence import GaugeSeries, RouterEvidence, RouterWindow
+
+    window = RouterWindow(f"http://{kind}-admin", kind, f"{kind}-json", 3, 0, counters=counters,
+                          gauges={k: GaugeSeries(v, v, v) for k, v in (gauges or {}).items()})
+    return RouterEvidence(window, client_requests=300)
+
+
+def test_r001_judges_what_is_left_after_the_routers_retry_backoff_and_queue_wait() -> None:
+    """A little retrying (8% of requests, on connection failures) no longer silences R001: Envoy's back-off time is
+    taken out of the added p50 and the rest is judged; HAProxy's queue time likewise."""
+    from dataclasses import replace
+
+    from infradoctor.route.rules.r001_router_overhead import separable_ms
+
+    ev = evidence(Scenario([BackendSpec(B1), BackendSpec(B2)], router_ms=25.0))
+    retrying = {"requests": 324, "retries": 24, "retry_backoff": 24, "retry_success": 24, "connect_fail": 24}
+    (f,) = by_code(replace(ev, router_stats=_stats("envoy", retrying)), "R001")
+    assert f.evidence["subtracted_ms"] == {"retry_backoff": 12.5}  # one first retry's mean back-off (25 ms base)
+    measured, left = f.evidence["measured_added_p50_ms"], f.evidence["added_p50_ms"]
+    assert left["value"] == pytest.approx(measured["value"] - 12.5) and 10 < left["value"] < 15
+    assert left["ci_low"] == pytest.approx(measured["ci_low"] - 12.5)
+    assert "beyond its retry back-off (12.5 ms)" in f.title and f.severity.value == "high"
+    # second retries wait longer: 6 of the 24 retries were a request's second (a mean of 37.5 ms), so a retried
+    # request waited 25 ms on average, all of the added 25 ms
+    twice = {**retrying, "retry_success": 18}
+    assert separable_ms(_stats("envoy", twice)) == ({"retry_backoff": pytest.approx(25.0)}, None)
+    assert by_code(replace(ev, router_stats=_stats("envoy", twice)), "R001") == []
+    # the same retrying with less overhead than the back-off explains: nothing left to blame on the router
+    small = evidence(Scenario([BackendSpec(B1), BackendSpec(B2)], router_ms=10.0))
+    assert by_code(replace(small, router_stats=_stats("envoy", retrying)), "R001") == []
+    # HAProxy's mean queue time of 4 ms: twice it is taken out
+    queued = _stats("haproxy", {"requests": 300}, {"pending_active": 3.0, "queue_time_ms": 4.0})
+    (h,) = by_code(replace(ev, router_stats=queued), "R001")
+    assert h.evidence["subtracted_ms"] == {"queue_wait": 8.0} and "beyond its queue wait (8.0 ms)" in h.title
+
+
+def test_r001_stays_silent_where_retry_or_queue_time_cannot_be_separated() -> None:
+    from dataclasses import replace
+
+    ev = evidence(Scenario([BackendSpec(B1), BackendSpec(B2)], router_ms=25.0))
+    assert by_code(ev, "R001")  # the overhead alone is found
+    cases = {
+        # retried after 5xx: each failed attempt took a backend's time, which Envoy does not count
+        "envoy 5xx retries": _stats("envoy", {"requests": 330, "retries": 30, "retry_backoff": 30,
+                                              "retry_success": 30, "connect_fail": 0}),
+        # retried after connect timeouts: each waited the connect timeout
+        "envoy connect timeouts": _stats("envoy", {"requests": 330, "retries": 30, "retry_backoff": 30,
+                                                   "retry_success": 30, "connect_fail": 30, "connect_timeout": 30}),
+        # HAProxy's retries come with no time
+        "haproxy retries": _stats("haproxy", {"requests": 330, "retries": 30}),
+        # Envoy's pending queue reports no wait time
+        "envoy queue": _stats("envoy", {"requests": 300, "pending_total": 60}, {"pending_active": 4.0}),
+        "envoy overflow": _stats("envoy", {"requests": 300, "pending_overflow": 5}),
+    }
+    for name, stats in cases.items():
+        assert by_code(replace(ev, router_stats=stats), "R001") == [], name
+    # a little retrying below RETRY_SHARE subtracts nothing and silences nothing
+    (f,) = by_code(replace(ev, router_stats=_stats("envoy", {"requests": 303, "retries": 3})), "R001")
+    assert "subtracted_ms" not in f.evidence
+
+
 def test_r001_is_silent_when_the_router_retried() -> None:
     ev = evidence(Scenario([BackendSpec(B1), BackendSpec(B2)], router_ms=5))
     retried = RouteEvidence(**{**ev.__dict__, "retries": Retries("upstream-list", 400, 520, 100)})

@@ -41,7 +41,21 @@ How it is measured:
     to spare to judge a router by a few milliseconds.
     With ``--router-stats``, time the router spent on retries (its retry counters at ``RETRY_SHARE`` of the
     requests: backoff and failed attempts) or with requests in its pending queue (``QUEUE_SHARE``) is not its
-    per-request overhead: then R005 and R009 report it and this rule does not.
+    per-request overhead (R005 and R009 report it): where the router's statistics give that time, it is
+    subtracted from the added latency at p50 (its value and interval) and the rest is judged as above, at p50
+    only (the tail is where the retried and queued requests are). Envoy retries after connection failures (its
+    ``upstream_rq_retry_backoff_*`` counters count every retry's back-off and ``upstream_cx_connect_fail`` the
+    failed attempts, which cost no time of their own): a retried request waited a random back-off below
+    ``ENVOY_BACKOFF_BASE_MS`` for its first retry (mean half of it) and below three times that for the second;
+    the subtracted time is the mean back-off of one retried request (retried requests:
+    ``upstream_rq_retry_success`` plus ``retry_limit_exceeded``), the base interval taken as Envoy's default.
+    HAProxy's queue: ``qtime``, the mean queue time over its last 1,024 requests, queued or not; the median
+    moves only when half the requests or more waited, and then each waited at most twice the mean:
+    ``QUEUE_TIME_FACTOR`` times the largest ``qtime`` read is subtracted. Subtracting the time of one retried or
+    queued request from the p50 over-counts when few were (their time reaches the median only when half were),
+    so what remains is the router's own cost or less. Where the time cannot be separated (HAProxy retries, Envoy
+    retries after 5xx or resets, whose failed attempts took a backend's time, connect timeouts, Envoy's pending
+    queue, which reports no wait time), the rule stays silent as before.
 
     From logs (`infradoctor logs`): Per request with exactly one upstream attempt and both times logged, the
     difference in whole ms into a histogram; the finding fires when its p99 is at least :data:`OVERHEAD_P99_MS` (100
@@ -64,8 +78,10 @@ from infradoctor.logs.evidence import LogsEvidence
 from infradoctor.logs.incidents import LogsRuleOptions
 from infradoctor.route.evidence import RouteEvidence
 from infradoctor.route.rules._common import RuleOptions
-from infradoctor.route.rules._router import QUEUE_SHARE, RETRY_SHARE, counter, queued_share, retry_share
+from infradoctor.route.rules._router import QUEUE_SHARE, RETRY_SHARE, counter, gauge_max, queued_share, retry_share
 from infradoctor.route.rules.r005_retry_amplification import MIN_AMPLIFICATION, MIN_EXTRA_ATTEMPTS
+from infradoctor.route.stats import Estimate
+from infradoctor.telemetry.evidence import RouterEvidence
 
 RULE = Rule(
     "R001",
@@ -100,6 +116,45 @@ WAKEUPS_PER_REQUEST = 2.0
 times this is latency a CPU-starved host adds to any extra hop."""
 
 
+ENVOY_BACKOFF_BASE_MS = 25.0
+"""Envoy's default retry back-off base interval: the k-th retry of a request waits a random time below
+(2^k - 1) times it (first retry 0-25 ms, second 0-75 ms), up to ten times it."""
+
+QUEUE_TIME_FACTOR = 2.0
+"""HAProxy's ``qtime`` is a mean over queued and unqueued requests: when half or more waited (only then does the
+median move), each waited at most this many times the mean."""
+
+
+def separable_ms(stats: RouterEvidence) -> tuple[dict[str, float], str | None]:
+    """Time at p50 the router's retries and queue account for (ms, by cause), or why it cannot be separated.
+
+    Empty when the router retried and queued too little to matter (below ``RETRY_SHARE`` and ``QUEUE_SHARE``).
+    """
+    parts: dict[str, float] = {}
+    kind = stats.window.kind
+    if retry_share(stats) >= RETRY_SHARE:
+        retries, backoffs = counter(stats, "retries"), counter(stats, "retry_backoff")
+        if kind != "envoy" or backoffs < retries:
+            return parts, f"{kind} does not count its retries' time"
+        if counter(stats, "connect_timeout") > 0 or counter(stats, "connect_fail") < retries:
+            return parts, "retried attempts took time of their own (connect timeouts, 5xx or resets)"
+        retried = min(backoffs, counter(stats, "retry_success") + counter(stats, "retry_limit_exceeded")) or backoffs
+        first, later = ENVOY_BACKOFF_BASE_MS / 2, 3 * ENVOY_BACKOFF_BASE_MS / 2  # mean back-off of 1st, 2nd retry
+        parts["retry_backoff"] = (first * retried + later * (backoffs - retried)) / retried
+    if queued_share(stats) >= QUEUE_SHARE or counter(stats, "pending_overflow") > 0:
+        if kind != "haproxy" or "queue_time_ms" not in stats.window.gauges:
+            return parts, f"{kind} does not report its requests' queue time"
+        parts["queue_wait"] = QUEUE_TIME_FACTOR * gauge_max(stats, "queue_time_ms")
+    return parts, None
+
+
+def _less(estimate: Estimate, ms: float) -> Estimate:
+    def minus(value: float | None) -> float | None:
+        return None if value is None else value - ms
+
+    return Estimate(minus(estimate.value), minus(estimate.low), minus(estimate.high))
+
+
 def host_allowance_ms(evidence: RouteEvidence) -> float:
     """Added median latency the host's CPU contention explains for one more process on the path (ms)."""
     return WAKEUPS_PER_REQUEST * (evidence.wakeup_delay_mean_ms or 0.0)
@@ -115,9 +170,11 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
     """R001 when the router adds significant latency at p50 or p99."""
     att = evidence.attribution
     stats = evidence.router_stats
-    if stats is not None and (retry_share(stats) >= RETRY_SHARE or queued_share(stats) >= QUEUE_SHARE
-                              or counter(stats, "pending_overflow") > 0):
-        return []  # the added time is retry backoff or queue wait, which R005 and R009 report
+    subtracted: dict[str, float] = {}
+    if stats is not None:
+        subtracted, unseparable = separable_ms(stats)
+        if unseparable is not None:
+            return []  # the added time is retry backoff or queue wait, which R005 and R009 report
     retries = evidence.retries
     if retries is not None and retries.amplification >= MIN_AMPLIFICATION and \
             retries.extra_attempts >= MIN_EXTRA_ATTEMPTS:
@@ -125,7 +182,8 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
     if att.routed_n < MIN_SAMPLES or att.direct_n < MIN_SAMPLES or att.direct_p50_ms is None:
         return []
     direct_p99 = att.direct_p99_ms or 0.0
-    median = att.added_p50
+    other_ms = sum(subtracted.values())
+    median = _less(att.added_p50, other_ms)
     tail = att.added_p99
     allowance = host_allowance_ms(evidence)
     median_hit = (
@@ -136,12 +194,13 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
     )
     # The tail is noisy (a few samples decide it), so its whole interval must clear the threshold.
     tail_hit = (
-        att.routed_n >= TAIL_MIN_SAMPLES
+        not subtracted  # retried and queued requests make the tail: it cannot be judged past them
+        and att.routed_n >= TAIL_MIN_SAMPLES
         and tail.low is not None
         and tail.low >= max(TAIL_MIN_ADDED_MS, TAIL_MIN_FRACTION * direct_p99, host_tail_allowance_ms(evidence))
     )
     if not (median_hit or tail_hit):
-        return _per_backend(evidence)
+        return _per_backend(evidence, other_ms)
     evidence_out = {
         "router": evidence.router_url,
         "added_p50_ms": median.to_dict(),
@@ -157,10 +216,17 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
         "per_backend_added_p50_ms": {b.backend: b.added_p50.value for b in att.per_backend},
         "host_allowance_ms": round(allowance, 3),
     }
+    if subtracted:
+        evidence_out["measured_added_p50_ms"] = att.added_p50.to_dict()
+        evidence_out["subtracted_ms"] = {k: round(v, 3) for k, v in subtracted.items()}
+        evidence_out["router_stats"] = stats.window.source if stats is not None else None
     if median_hit:
         assert median.value is not None and median.low is not None and median.high is not None
+        beyond = " beyond its " + " and ".join(
+            f"{'retry back-off' if k == 'retry_backoff' else 'queue wait'} ({v:.1f} ms)"
+            for k, v in subtracted.items()) if subtracted else ""
         title = (
-            f"The router adds {median.value:.1f} ms at p50 (95% CI {median.low:.1f}-{median.high:.1f}): "
+            f"The router adds {median.value:.1f} ms at p50{beyond} (95% CI {median.low:.1f}-{median.high:.1f}): "
             f"routed {att.routed_p50_ms:.1f} ms vs direct {att.direct_p50_ms:.1f} ms"
         )
         severity = Severity.HIGH
@@ -178,12 +244,15 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
     ]
 
 
-def _per_backend(evidence: RouteEvidence) -> list[Finding]:
-    """R001 for one backend's routed path when the pooled comparison hides it (e.g. a slow router-to-node hop)."""
+def _per_backend(evidence: RouteEvidence, other_ms: float = 0.0) -> list[Finding]:
+    """R001 for one backend's routed path when the pooled comparison hides it (e.g. a slow router-to-node hop).
+
+    ``other_ms``: retry back-off and queue wait already taken out of the pooled comparison, taken out here too.
+    """
     findings: list[Finding] = []
     for entry in evidence.attribution.per_backend:
         backend = evidence.backend(entry.backend)
-        added = entry.added_p50
+        added = _less(entry.added_p50, other_ms)
         direct_p50 = backend.direct.p50.value if backend is not None else None
         if entry.routed_n < MIN_SAMPLES or entry.direct_n < MIN_SAMPLES or direct_p50 is None:
             continue
