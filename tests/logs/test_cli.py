@@ -100,3 +100,54 @@ def test_special_files_are_reported_not_opened(cli, tmp_path: Path) -> None:
     assert run.exit_code == 3
     data = json.loads((tmp_path / "o.json").read_text())
     assert [f["error"] for f in data["metrics"]["files"]] == ["not_a_file", "not_a_file", "not_found"]
+
+
+METRICS_CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "metrics"
+
+
+def test_router_stats_dumps_join_the_logs_findings(cli, tmp_path: Path, logs_dir: Path, result_validator) -> None:
+    """A saved Envoy /stats?format=json dump (the recorded run: every request to the dead host b1 failed to connect
+    and was retried on b0) and its /clusters dump, read beside an access log."""
+    log = str(logs_dir / "nginx_upstream.log")
+    stats, clusters = METRICS_CORPUS / "envoy-1.40.0-stats.json", METRICS_CORPUS / "envoy-1.40.0-clusters.json"
+    _, alone = run_json(cli, tmp_path, log)
+    code, data = run_json(cli, tmp_path, log, "--router-stats-dump", str(stats), "--router-stats-dump", str(clusters))
+    assert code == 0
+    result_validator(data)
+    assert data["target"]["router_stats_dumps"] == [{"file": str(stats), "kind": "envoy"},
+                                                    {"file": str(clusters), "kind": "envoy"}]
+    from_dump = [f for f in data["findings"] if (f.get("location") or {}).get("file") == f"{stats} + {clusters}"]
+    # retries; b1 named from /clusters, failing every attempt, and held healthy by Envoy (no health check) meanwhile
+    assert {(f["code"], f["evidence"].get("router_name")) for f in from_dump} == {
+        ("R005", None), ("R003", "b1"), ("R010", "b1")}
+    recorded = json.loads(stats.read_text())["stats"]
+    retries = next(s["value"] for s in recorded if s["name"] == "cluster.app.upstream_rq_retry")
+    r005 = next(f for f in from_dump if f["code"] == "R005")
+    assert r005["evidence"]["retries"] == retries and r005["evidence"]["source"] == "router-stats"
+    r003 = next(f for f in from_dump if f["code"] == "R003")
+    assert r003["evidence"]["router_name"] == "b1" and r003["evidence"]["failed_attempts"] == retries
+    # the logs' own findings are all still there
+    assert [f["title"] for f in alone["findings"]] == [f["title"] for f in data["findings"] if f not in from_dump]
+
+
+def test_a_router_stats_dump_alone(cli, tmp_path: Path, result_validator) -> None:
+    dump = METRICS_CORPUS / "haproxy-stats-csv-datadog-mock.csv"  # servers DOWN, DOWN (agent), UP 1/2, MAINT
+    code, data = run_json(cli, tmp_path, "--router-stats-dump", str(dump))
+    assert code == 0
+    result_validator(data)
+    states = {(f["evidence"]["router_name"], f["evidence"]["state"]) for f in data["findings"] if f["code"] == "R003"}
+    assert {("i-4", "down"), ("i-1", "failing"), ("i-5", "maint")} <= states
+    assert data["target"]["files"] == [] and data["metrics"]["files"] == []
+
+
+def test_router_stats_dumps_that_cannot_be_read(cli, tmp_path: Path) -> None:
+    html = tmp_path / "login.html"
+    html.write_text("<!doctype html><title>Sign in</title>")
+    out = tmp_path / "out.json"
+    run = cli("logs", "--router-stats-dump", str(html), "--router-stats-dump", str(tmp_path / "gone.json"),
+              "--json", str(out), "--no-store", "-q")
+    assert run.exit_code == 3 and "no --router-stats-dump could be read" in run.stderr
+    data = json.loads(out.read_text())
+    notes = [e["message"] for e in data["errors"] if e["source"] == "logs.router-stats-dump"]
+    assert len(notes) == 2 and "HTML" in notes[0] and "cannot be read" in notes[1]
+    assert cli("logs", "--no-store", "-q").exit_code == 2  # neither a file nor a dump: a usage error

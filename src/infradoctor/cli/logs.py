@@ -26,6 +26,11 @@ class LogsCommand(Command):
     error rate, p50/p99), the router's own time (request minus upstream time), retries, HAProxy queueing and a
     per-minute timeline.
 
+    --router-stats-dump FILE (repeatable) adds a saved router statistics answer (Envoy /stats?format=json,
+    /clusters, /stats/prometheus; HAProxy ;csv, show stat, show servers state; nginx stub_status): the router rules
+    judge it from the router's start to the dump and their findings join the logs' (a /clusters or servers-state
+    dump names the hosts of the dump before it). Without FILE only the dumps are read.
+
     FILE `-` reads standard input, e.g. `kubectl logs POD | infradoctor logs -` (format sniffed from its first
     lines, like a file). A file counts as unmeasured when it cannot be opened, is empty, cannot be read (a
     truncated .gz) before any line was parsed, or has no line in the format forced with --format. Exit 3 when no
@@ -38,8 +43,10 @@ class LogsCommand(Command):
         """Arguments."""
         from infradoctor.logs.formats.router import FORMAT_NAMES
 
-        parser.add_argument("files", nargs="+", metavar="FILE",
+        parser.add_argument("files", nargs="*", metavar="FILE",
                             help="log files (.gz, .xz, .bz2 are fine); - reads standard input")
+        parser.add_argument("--router-stats-dump", action="append", default=[], metavar="FILE",
+                            help="a saved router statistics answer (Envoy, HAProxy, nginx) to judge too; repeatable")
         parser.add_argument("--format", choices=FORMAT_NAMES, default="auto",
                             help="format of every file (default: sniff each file)")
         parser.add_argument("--nginx-log-format", metavar="STR",
@@ -63,9 +70,12 @@ class LogsCommand(Command):
 
         if args.min_requests < 1:
             raise UsageError("--min-requests must be at least 1")
+        if not args.files and not args.router_stats_dump:
+            raise UsageError("give log files, or --router-stats-dump FILE, or both")
         options = LogsOptions(files=tuple(args.files), format=args.format, nginx_log_format=args.nginx_log_format,
                               envoy_log_format=args.envoy_log_format, engine=args.engine,
-                              rules=LogsRuleOptions(min_requests=args.min_requests))
+                              rules=LogsRuleOptions(min_requests=args.min_requests),
+                              router_stats_dumps=tuple(args.router_stats_dump))
         stdin = None
         if args.files.count(STDIN) > 1:
             raise UsageError("'-' (standard input) can be given only once")
@@ -79,6 +89,12 @@ class LogsCommand(Command):
         except FormatError as exc:
             raise UsageError(str(exc)) from None
         code = finish(args, result)
+        if not args.files:  # router statistics dumps only: unmeasured when none could be read
+            if any(d["kind"] for d in result.target["router_stats_dumps"]):
+                return code
+            print("infradoctor logs: error: no --router-stats-dump could be read (the result's errors say why)",
+                  file=sys.stderr)
+            return max(code, EXIT_TARGET)
         files = LogsMetrics.from_dict(result.metrics).files
         if not any(f.parsed for f in files):
             unmeasured = ", ".join(f"{f.file} ({f.error or 'no line parsed'})" for f in files)

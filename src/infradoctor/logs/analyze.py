@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import BinaryIO
 
-from infradoctor.findings import run_rules
+from infradoctor.findings import rank_findings, run_rules
 from infradoctor.logs.evidence import LogsEvidence, build_evidence, hist_sample, iso
 from infradoctor.logs.formats import ParseOptions, choose, parse_source
 from infradoctor.logs.formats.access import POLARS_REQUIREMENT
@@ -75,6 +75,9 @@ class LogsOptions:
     """Access-log engine: auto, polars or python."""
     rules: LogsRuleOptions = field(default_factory=LogsRuleOptions)
     """Rule options."""
+    router_stats_dumps: tuple[str, ...] = ()
+    """``--router-stats-dump``: saved router statistics answers, judged by the router rules (R003, R005, R009,
+    R010, R013) as a window from the router's start to the dump; their findings join the logs' findings."""
 
 
 def run(
@@ -137,6 +140,13 @@ def analyze_logs(
     errors += [ErrorNote("logs:read", message) for message in stats.messages]
     evidence = build_evidence(stats, tuple(str(p) for p in paths))
     findings = run_rules(evidence, opts.rules)
+    dumps = None
+    if opts.router_stats_dumps:
+        from infradoctor.telemetry.dumps import read_dumps
+
+        dumps = read_dumps(opts.router_stats_dumps)
+        findings = rank_findings([*findings, *dumps.findings])
+        errors += [ErrorNote("logs.router-stats-dump", note) for note in dumps.notes]
     duration = clock() - start
     metrics = build_metrics(evidence, stats, file_rows, duration, cpu_clock() - cpu_start)
     return new_result(
@@ -145,7 +155,8 @@ def analyze_logs(
         duration_s=duration,
         target={"files": [str(p) for p in paths], "format": opts.format,
                 **({"nginx_log_format": opts.nginx_log_format} if opts.nginx_log_format else {}),
-                **({"envoy_log_format": opts.envoy_log_format} if opts.envoy_log_format else {})},
+                **({"envoy_log_format": opts.envoy_log_format} if opts.envoy_log_format else {}),
+                **({"router_stats_dumps": [{"file": f, "kind": k} for f, k in dumps.kinds.items()]} if dumps else {})},
         metrics=metrics.to_dict(),
         findings=findings,
         errors=errors,
