@@ -146,10 +146,36 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 
 
 def run_sync(coro: Any) -> Any:
-    """Run a coroutine to completion on a fresh (uvloop when available) event loop."""
+    """Run a coroutine to completion on a fresh (uvloop when available) event loop.
+
+    A Ctrl-C whose ``KeyboardInterrupt`` is raised while a transport callback runs (a second Ctrl-C in ``load``,
+    the first one in a library caller) is caught by uvloop, which prints "Fatal error on transport" with a
+    traceback and carries on as if nothing happened. Here it cancels the run instead, nothing is printed, and
+    the ``KeyboardInterrupt`` is raised from this call, as Ctrl-C anywhere else would be.
+    """
     loop = new_event_loop()
+    interrupts: list[BaseException] = []
+    task = asyncio.ensure_future(coro, loop=loop)
+
+    def on_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if isinstance(context.get("exception"), (KeyboardInterrupt, SystemExit)):
+            if not interrupts:
+                interrupts.append(context["exception"])
+                task.cancel()
+            return
+        loop.default_exception_handler(context)
+
+    loop.set_exception_handler(on_error)
     try:
-        return loop.run_until_complete(coro)
+        result = loop.run_until_complete(task)
+    except asyncio.CancelledError:
+        if interrupts:
+            raise interrupts[0] from None
+        raise
+    else:
+        if interrupts:
+            raise interrupts[0]
+        return result
     finally:
         with contextlib.suppress(Exception):
             loop.run_until_complete(loop.shutdown_asyncgens())

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import math
 import multiprocessing
 import signal
+import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from infradoctor.load.engine import (
@@ -205,6 +208,24 @@ class _EventStop(StopSignal):
 _CHILD_STOP: Any = None
 
 
+@contextlib.contextmanager
+def _children_ignore_ctrl_c() -> Iterator[None]:
+    """Processes started inside start with SIGINT blocked, as multiprocessing's resource tracker does.
+
+    A Ctrl-C to the process group while a child still imports (before :func:`_init_child` runs) would print its
+    KeyboardInterrupt traceback and break the pool; the parent's Ctrl-C, blocked meanwhile, arrives when the block
+    ends.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def _init_child(event: Any) -> None:
     """Child start-up: Ctrl-C is the parent's business; the parent tells children to stop through ``event``."""
     global _CHILD_STOP
@@ -259,14 +280,16 @@ async def run_point_processes(
     common.setdefault("requests", None)
     loop = asyncio.get_running_loop()
     context = multiprocessing.get_context("spawn")
-    children_stop = context.Event()
+    with _children_ignore_ctrl_c():
+        children_stop = context.Event()
     with concurrent.futures.ProcessPoolExecutor(
         max_workers=max(1, len(shares) - 1), mp_context=context, initializer=_init_child, initargs=(children_stop,)
     ) as pool:
-        futures = [
-            loop.run_in_executor(pool, _child, spec, {**common, **share, "seed": seed + k + 1})
-            for k, share in enumerate(shares[1:])
-        ]
+        with _children_ignore_ctrl_c():  # the pool starts its processes as work is submitted
+            futures = [
+                loop.run_in_executor(pool, _child, spec, {**common, **share, "seed": seed + k + 1})
+                for k, share in enumerate(shares[1:])
+            ]
         try:
             own = await run_point_async(
                 spec, **{**common, **shares[0], "seed": seed}, on_progress=on_progress, stop=stop
