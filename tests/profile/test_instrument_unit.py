@@ -59,7 +59,7 @@ def test_step_boundaries_follow_the_strongest_marker(tmp_path: Path) -> None:
 
 def test_a_site_listed_twice_in_one_step_counts_its_span_once(tmp_path: Path) -> None:
     # two server threads read at the same line at once: both see it unstarted and list it in the step
-    from infradoctor.profile.instrument import _SiteStats
+    from infradoctor.profile.instrument import SyncSiteStats as _SiteStats
 
     rec = Recorder(str(tmp_path), "main", [])
     site = _SiteStats("tolist", sys._getframe().f_code, 1)

@@ -43,7 +43,8 @@ def test_p001_data_starvation_threshold_severity_and_concrete_fix() -> None:
     assert finding is not None and finding.severity is Severity.HIGH
     assert finding.evidence["data_wait_fraction"] == pytest.approx(0.6)
     assert str(finding.location) == "train.py:30"
-    assert "num_workers=2 (now 0)" in finding.fix and "ImageFiles.__getitem__" in finding.fix
+    assert "num_workers=1 (now 0; this machine has 2 cores)" in finding.fix and "ImageFiles.__getitem__" in finding.fix
+    assert "pin_memory" not in finding.fix  # no GPU in use: pinned memory only speeds host-to-device copies
     assert finding.impact == pytest.approx(0.6)
     medium = only("P001", evidence(steps=steps(100, data_wait_s=0.0035, forward_s=0.006)))
     assert medium is not None and medium.severity is Severity.MEDIUM
@@ -57,7 +58,9 @@ def test_p002_unbatched_inference_needs_batch1_calls_without_backward() -> None:
     finding = only("P002", ev)
     assert finding is not None and finding.evidence["batch1_calls"] == 500
     assert finding.impact == pytest.approx(0.8)
-    assert only("P002", replace(ev, backward_calls=10)) is None
+    # a training run does not hide batch-1 inference at another line; training calls themselves are not inference
+    training = replace(per_sample, grad_calls=500, unused_grad_calls=0)
+    assert only("P002", replace(ev, backward_calls=500, modules=(training,))) is None
     assert only("P002", replace(ev, modules=(replace(per_sample, batch_sizes={"1": 300, "64": 200}),))) is None
 
 
@@ -83,13 +86,23 @@ def test_p004_train_mode_inference_needs_mode_dependent_layers() -> None:
 def test_p005_host_sync_per_step_and_gpu_share() -> None:
     site = SyncSite("item", "/work/app/eval.py", 19, "<module>", calls=51200, time_s=0.05, span_s=0.6,
                     elements=0, steps=100)
-    finding = only("P005", evidence(syncs=(site,)))
+    finding = only("P005", evidence(syncs=(site,), cuda=True, cuda_used=True))
     assert finding is not None and finding.evidence["calls_per_step"] == pytest.approx(512)
     assert str(finding.location) == "eval.py:19" and finding.severity is Severity.HIGH
     logging = replace(site, calls=100, span_s=0.0001, time_s=0.0001)
-    assert only("P005", evidence(syncs=(logging,))) is None
-    gpu = evidence(cuda=True, syncs=(logging,), steps=steps(100, forward_s=0.005, sync_s=0.002))
+    assert only("P005", evidence(syncs=(logging,), cuda=True, cuda_used=True)) is None
+    gpu = evidence(cuda=True, cuda_used=True, syncs=(logging,), steps=steps(100, forward_s=0.005, sync_s=0.002))
     assert only("P005", gpu) is not None
+
+
+def test_p005_is_silent_without_a_device_in_use() -> None:
+    # on the CPU a host read waits for nothing: a per-element .item() loop is slow Python, not a device sync
+    site = SyncSite("item", "/work/app/eval.py", 19, "<module>", calls=51200, time_s=0.05, span_s=0.6,
+                    elements=0, steps=100)
+    cpu_only = evidence(syncs=(site,), modules=(module(device="cpu"),), cuda=False, cuda_used=False)
+    assert only("P005", cpu_only) is None
+    available_not_used = replace(cpu_only, cuda=True)
+    assert only("P005", available_not_used) is None
 
 
 SERVING = RuleOptions(cwd="/work/app", serving=True, requests=644)
@@ -104,8 +117,8 @@ def test_p005_serving_counts_per_request_and_one_read_per_response_is_normal() -
     # a handler that builds its JSON with .tolist(): one read per request, no training steps at all
     response = SyncSite("tolist", "/work/app/serve.py", 35, "predict", calls=644, time_s=0.005, span_s=0.005,
                         elements=0, steps=0)
-    idle = evidence(steps=(), step_mode=None, modules=(module(calls=644),), backward_calls=0, optimizer_steps=0,
-                    syncs=(response,))
+    idle = evidence(steps=(), step_mode=None, modules=(module(calls=644, device="cuda"),), backward_calls=0,
+                    optimizer_steps=0, syncs=(response,), cuda=True, cuda_used=True)
     assert serving_only("P005", idle) is None
     assert serving_only("P005", replace(idle, modules=())) is None  # requests alone are the denominator
     twice = replace(response, calls=2 * 644)

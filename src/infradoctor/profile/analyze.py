@@ -182,6 +182,17 @@ def subsample(values: Sequence[float], limit: int = MAX_DISTRIBUTION) -> list[fl
     return [round(v, 4) for v in evenly_spaced(values, limit)]
 
 
+MAX_CALL_SITES = 5
+"""Call sites listed per model in the metrics (most calls first)."""
+
+
+def _main_site(module: ModuleUse) -> str | None:
+    site = max(module.call_sites, key=lambda c: c.calls, default=None)
+    if site is not None:
+        return f"{site.file}:{site.line}"
+    return f"{module.sites[0]['file']}:{module.sites[0]['line']}" if module.sites else None
+
+
 def _mb(value: float | int | None) -> float | None:
     return round(value / 1e6, 2) if value is not None else None
 
@@ -249,6 +260,8 @@ def build_metrics(analysis: ProfileAnalysis) -> dict[str, Any]:
         timeline = [timeline[int(i * stride)] for i in range(MAX_TIMELINE)]
     memory = {
         "peak_rss_mb": _mb(ev.peak_rss_bytes),
+        "peak_tree_pss_mb": _mb(ev.peak_tree_pss_bytes),
+        "child_processes": ev.child_processes,
         "start_rss_mb": _mb(ev.memory.get("first_rss")),
         "peak_heap_mb": _mb(ev.memory.get("peak_heap")),
         "cuda_peak_mb": _mb(ev.memory.get("cuda_peak")),
@@ -273,12 +286,25 @@ def build_metrics(analysis: ProfileAnalysis) -> dict[str, Any]:
             "calls": m.calls,
             "time_ms": _ms(m.time_s),
             "batch_size": m.median_batch(),
+            "batch_dim": m.batch_dim,
             "grad_calls": m.grad_calls,
             "unused_grad_calls": m.unused_grad_calls,
             "train_mode_calls": m.train_mode_calls,
-            "site": f"{m.sites[0]['file']}:{m.sites[0]['line']}" if m.sites else None,
+            "site": _main_site(m),
+            "call_sites": [
+                {"site": f"{c.file}:{c.line}", "function": c.function or None, "calls": c.calls,
+                 "time_ms": _ms(c.time_s), "batch_size": c.median_batch(), "grad_calls": c.grad_calls,
+                 "unused_grad_calls": c.unused_grad_calls, "kept_graphs": c.kept_graphs,
+                 "kept_held_mb": _mb(c.kept_held_bytes), "train_mode_calls": c.train_mode_calls,
+                 "train_mode_inference_calls": c.train_mode_inference_calls, "sequential_calls": c.sequential_calls}
+                for c in sorted(m.call_sites, key=lambda c: -c.calls)[:MAX_CALL_SITES]
+            ],
         }
-        for m in sorted(ev.modules, key=lambda m: -m.time_s)[:10]
+        for m in sorted((m for m in ev.modules if m.params > 0), key=lambda m: -m.time_s)[:10]
+    ]
+    other_modules = [
+        {"class": m.cls, "calls": m.calls, "time_ms": _ms(m.time_s), "site": _main_site(m)}
+        for m in sorted((m for m in ev.modules if m.params == 0), key=lambda m: -m.time_s)[:10]
     ]
     syncs = [
         {"kind": s.kind, "site": f"{s.file}:{s.line}", "calls": s.calls,
@@ -333,6 +359,7 @@ def build_metrics(analysis: ProfileAnalysis) -> dict[str, Any]:
             "data_wait_fraction": fractions["data_wait"],
         }
     headline["peak_rss_mb"] = memory["peak_rss_mb"]
+    headline["peak_tree_pss_mb"] = memory["peak_tree_pss_mb"]  # the whole tree, shared pages counted once
     if ev.cuda:
         headline["cuda_peak_mb"] = memory["cuda_peak_mb"]
         headline["gpu_util_mean_pct"] = system["gpu_util_mean_pct"]
@@ -356,6 +383,8 @@ def build_metrics(analysis: ProfileAnalysis) -> dict[str, Any]:
         "memory": memory,
         "model": {
             "modules": modules,
+            "other_modules": other_modules,
+            "data_modules": dict(ev.data_modules),
             "loads": [{"kind": load.kind, "site": f"{load.file}:{load.line}", "calls": load.calls,
                        "time_ms": _ms(load.time_s)} for load in ev.loads],
             "constructions": [{"class": c.cls, "site": f"{c.file}:{c.line}", "count": c.count, "params": c.params}

@@ -110,6 +110,87 @@ class StepRecord:
 
 
 @dataclass(frozen=True)
+class CallSite:
+    """One user line that calls a model, and what its calls did (the unit the model rules judge)."""
+
+    file: str
+    """Source file."""
+    line: int
+    """Line."""
+    function: str = ""
+    """Enclosing function."""
+    calls: int = 0
+    """Calls from this line."""
+    time_s: float = 0.0
+    """Wall time inside them."""
+    grad_calls: int = 0
+    """Calls with autograd recording (trainable model)."""
+    graphs: int = 0
+    """Of those, calls whose output's autograd graph was followed."""
+    used_graphs: int = 0
+    """Graphs a backward ran through (training)."""
+    unused_grad_calls: int = 0
+    """Grad-mode calls whose graph no backward used (freed unused, or alive unused at the end)."""
+    kept_graphs: int = 0
+    """Unused graphs kept alive across at least 3 later calls from this line (held in a list or a running sum)."""
+    kept_span_calls: int = 0
+    """Most later calls one unused graph outlived."""
+    kept_peak: int = 0
+    """Most graphs from this line alive at once (before a backward used them or they were freed)."""
+    kept_held_bytes: int | None = None
+    """Memory held at that peak over the memory when the first of them was made (read at 8, 16, 32, ... alive)."""
+    train_mode_calls: int = 0
+    """Calls with ``module.training`` true."""
+    train_mode_inference_calls: int = 0
+    """Calls in train mode that were not training (grad off, or a graph no backward used)."""
+    batch_sizes: Mapping[str, int] = field(default_factory=dict)
+    """Batch size (in the model's batch dimension) -> calls."""
+    sequential_calls: int = 0
+    """Calls fed by the previous call (its recurrent state passed back, or a token context one longer)."""
+    first_s: float = -1.0
+    """First call, monotonic seconds."""
+    last_s: float = -1.0
+    """Last call, monotonic seconds."""
+    retained_sampled: int = 0
+    """Outputs sampled for survival."""
+    retained_alive: int = 0
+    """Sampled outputs still alive at the end."""
+
+    @classmethod
+    def from_state(cls, row: Mapping[str, Any]) -> CallSite:
+        """From the child's state file."""
+        data = dict(row)
+        data["batch_sizes"] = dict(data.get("batch_sizes") or {})
+        return _build(cls, data)
+
+    @property
+    def batch1_calls(self) -> int:
+        """Calls with a batch of one."""
+        return int(self.batch_sizes.get("1", 0))
+
+    @property
+    def inference_calls(self) -> int:
+        """Calls that were not training: grad off, or grad on with a graph no backward used."""
+        return max(0, self.calls - (self.grad_calls - self.unused_grad_calls))
+
+    def median_batch(self) -> int:
+        """Median batch size over calls (0 without calls)."""
+        return median_batch(self.batch_sizes)
+
+
+def median_batch(batch_sizes: Mapping[str, int]) -> int:
+    """Median of a batch size -> calls histogram (0 when empty)."""
+    pairs = sorted((int(k), v) for k, v in batch_sizes.items())
+    total = sum(v for _, v in pairs)
+    seen = 0
+    for size, count in pairs:
+        seen += count
+        if seen * 2 >= total:
+            return size
+    return 0
+
+
+@dataclass(frozen=True)
 class ModuleUse:
     """How one top-level ``nn.Module`` instance was called."""
 
@@ -151,29 +232,35 @@ class ModuleUse:
     """Sampled outputs still alive at the end (kept by the program)."""
     input_dtypes: Mapping[str, int] = field(default_factory=dict)
     """Dtype of the first tensor input of the first calls -> count."""
+    batch_dim: int = 0
+    """Dimension of the input that holds the batch (1 for sequence-first RNNs and transformers)."""
+    call_sites: tuple[CallSite, ...] = ()
+    """Every user line that called it, with what those calls did."""
 
     @classmethod
     def from_state(cls, row: Mapping[str, Any]) -> ModuleUse:
         """From the child's state file."""
         data = dict(row)
         data["cls"] = data.pop("class", "?")
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_dict(cls, row: Mapping[str, Any]) -> ModuleUse:
+        """From recorded evidence (``to_dict``)."""
+        data = dict(row)
         data["time_s"] = float(data.get("time_s", 0.0))
         data["mode_layers"] = tuple(data.get("mode_layers") or ())
         data["sites"] = tuple(data.get("sites") or ())
         data["batch_sizes"] = dict(data.get("batch_sizes") or {})
         data["input_dtypes"] = dict(data.get("input_dtypes") or {})
+        data["call_sites"] = tuple(
+            c if isinstance(c, CallSite) else CallSite.from_state(c) for c in data.get("call_sites") or ()
+        )
         return _build(cls, data)
 
     def median_batch(self) -> int:
         """Median batch size over calls (0 without calls)."""
-        pairs = sorted((int(k), v) for k, v in self.batch_sizes.items())
-        total = sum(v for _, v in pairs)
-        seen = 0
-        for size, count in pairs:
-            seen += count
-            if seen * 2 >= total:
-                return size
-        return 0
+        return median_batch(self.batch_sizes)
 
 
 @dataclass(frozen=True)
@@ -292,11 +379,15 @@ class SystemSample:
     process_cpu_percent: float | None
     """CPU percent of the workload's process tree (100 = one core)."""
     rss_bytes: int | None
-    """RSS of the workload's process tree."""
+    """RSS of the workload's main process."""
     gpu_util_percent: tuple[float, ...] = ()
     """NVML utilisation per GPU (empty without NVML)."""
     gpu_memory_bytes: tuple[int, ...] = ()
     """NVML memory used per GPU."""
+    tree_pss_bytes: int | None = None
+    """Proportional set size of the whole process tree (pages shared by forked workers counted once)."""
+    processes: int = 1
+    """Processes in the tree."""
 
     @classmethod
     def from_dict(cls, row: Mapping[str, Any]) -> SystemSample:
@@ -353,9 +444,10 @@ class ProfileEvidence:
     dataloaders: tuple[LoaderConfig, ...] = ()
     """DataLoaders used."""
     fetch: Mapping[str, Any] = field(default_factory=dict)
-    """Dataset fetches in the main process: ``calls``, ``items``, ``time_s``."""
+    """Dataset fetches in the main process: ``calls``, ``items``, ``time_s``, ``cpu_s`` (CPU time of the fetching
+    thread: the rest of ``time_s`` waited on I/O, sleeps or locks)."""
     worker_fetch: Mapping[str, Any] = field(default_factory=dict)
-    """Dataset fetches in DataLoader workers: ``workers``, ``calls``, ``items``, ``time_s``."""
+    """Dataset fetches in DataLoader workers: ``workers``, ``calls``, ``items``, ``time_s``, ``cpu_s``."""
     h2d: Mapping[str, Any] = field(default_factory=dict)
     """Host-to-device copies: ``copies``, ``bytes``, ``pageable_copies``, ``pageable_bytes``, ``time_s``."""
     memory: Mapping[str, Any] = field(default_factory=dict)
@@ -378,6 +470,19 @@ class ProfileEvidence:
     alloc_sites: tuple[Mapping[str, Any], ...] = ()
     """Sampled tensor allocations by user line once growth was suspected: ``file``, ``line``, ``sampled``,
     ``sampled_bytes``, ``alive``, ``alive_bytes`` (still alive at the end)."""
+    cuda_used: bool = False
+    """The workload initialised CUDA (a device was in use, not only available)."""
+    data_modules: Mapping[str, int] = field(default_factory=dict)
+    """Modules called inside dataset fetches (transforms: data loading, not models), class -> calls."""
+    peak_tree_pss_bytes: int | None = None
+    """Peak proportional set size of the workload's whole process tree (shared pages counted once)."""
+    child_processes: int = 0
+    """Most processes seen in the workload's tree besides the main one (DataLoader workers, server workers)."""
+
+    @property
+    def device_in_use(self) -> bool:
+        """A GPU was used by the workload (CUDA initialised, a model on it, or copies to it)."""
+        return self.cuda_used or any(m.device == "cuda" for m in self.modules) or bool(self.h2d.get("copies"))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (for recording evidence)."""
@@ -389,11 +494,7 @@ class ProfileEvidence:
         d = dict(data)
         d["argv"] = tuple(d.get("argv") or ())
         d["steps"] = tuple(_build(StepRecord, s) for s in d.get("steps") or ())
-        d["modules"] = tuple(
-            _build(ModuleUse, {**m, "mode_layers": tuple(m.get("mode_layers") or ()),
-                               "sites": tuple(m.get("sites") or ())})
-            for m in d.get("modules") or ()
-        )
+        d["modules"] = tuple(ModuleUse.from_dict(m) for m in d.get("modules") or ())
         d["syncs"] = tuple(_build(SyncSite, s) for s in d.get("syncs") or ())
         d["loads"] = tuple(_build(LoadEvent, s) for s in d.get("loads") or ())
         d["constructions"] = tuple(_build(Construction, s) for s in d.get("constructions") or ())
@@ -460,6 +561,7 @@ def read_events(
     duration_s: float,
     system: Sequence[SystemSample] = (),
     peak_rss_bytes: int | None = None,
+    peak_tree_pss_bytes: int | None = None,
 ) -> ProfileEvidence:
     """Evidence from the events folder; the main process is ``main_pid`` if it wrote state, else the busiest."""
     states: dict[int, dict[str, Any]] = {}
@@ -473,6 +575,7 @@ def read_events(
         "calls": sum(int(w.get("calls", 0)) for w in workers),
         "items": sum(int(w.get("items", 0)) for w in workers),
         "time_s": sum(float(w.get("time_s", 0.0)) for w in workers),
+        "cpu_s": sum(float(w.get("cpu_s", 0.0)) for w in workers),
     }
     state = states.get(main_pid or -1)
     if state is None and states:
@@ -485,6 +588,8 @@ def read_events(
         "system": tuple(system),
         "worker_fetch": worker_fetch,
         "cpu_count": os.cpu_count() or 0,
+        "peak_tree_pss_bytes": peak_tree_pss_bytes,
+        "child_processes": max((s.processes - 1 for s in system), default=0),
     }
     if state is None:
         start_error = _read_text(events_dir / START_ERROR_FILE)
@@ -523,5 +628,7 @@ def read_events(
         alloc_sites=tuple(state.get("alloc_sites") or ()),
         exception=state.get("exception") or None,
         started_wall=state.get("started_wall"),
+        cuda_used=bool(state.get("cuda_used")),
+        data_modules=dict(state.get("data_modules") or {}),
         **common,
     )

@@ -112,6 +112,16 @@ def plan_command(argv: Sequence[str], cwd: str | None = None) -> LaunchPlan:
     return LaunchPlan((resolved, *interpreter_opts, "-m", "infradoctor.profile.runner", *rest), "runner")
 
 
+def _add_pss(total: int | None, proc: psutil.Process) -> int | None:
+    """``total`` plus the process's PSS; None once a process's PSS cannot be read (the tree's sum is unknown)."""
+    if total is None:
+        return None
+    try:
+        return total + int(proc.memory_full_info().pss)
+    except (psutil.Error, AttributeError, OSError):
+        return None
+
+
 def gpu_sample(query: NvmlQuery, handles: Sequence[Any]) -> tuple[tuple[float, ...], tuple[int, ...]]:
     """Utilisation (%) and used memory (bytes) of each GPU that answers both (through the NVML query helper)."""
     util: list[float] = []
@@ -140,6 +150,9 @@ class _SystemSampler(threading.Thread):
         self.samples: list[SystemSample] = []
         self.stop_event = threading.Event()
         self.max_rss = 0
+        """Peak RSS of the main process (summing RSS over forked workers would count shared pages per worker)."""
+        self.max_tree_pss = 0
+        """Peak proportional set size of the whole tree (each shared page split among the processes sharing it)."""
         self.nvml: NvmlQuery | None = None
         self.gpus: list[Any] = []
         self.procs: dict[int, psutil.Process] = {}
@@ -171,15 +184,22 @@ class _SystemSampler(threading.Thread):
         now = time.monotonic()
         cores = tuple(float(x) for x in psutil.cpu_percent(percpu=True))
         cpu_total = 0.0
-        rss = 0
-        for proc in self._tree():
+        main_rss = 0
+        tree = self._tree()
+        pss_total: int | None = 0 if tree else None
+        for proc in tree:
             with contextlib.suppress(psutil.Error):
                 times = proc.cpu_times()
                 total = times.user + times.system
                 cpu_total += total - self.cpu_prev.get(proc.pid, total)
                 self.cpu_prev[proc.pid] = total
-                rss += proc.memory_info().rss
-        self.max_rss = max(self.max_rss, rss)
+                if proc.pid == self.pid:
+                    main_rss = proc.memory_info().rss
+            if pss_total is not None:
+                pss_total = _add_pss(pss_total, proc)
+        self.max_rss = max(self.max_rss, main_rss)
+        if pss_total:
+            self.max_tree_pss = max(self.max_tree_pss, pss_total)
         util, mem = gpu_sample(self.nvml, self.gpus) if self.nvml is not None else ((), ())
         elapsed = now - last_t
         self.samples.append(
@@ -187,9 +207,11 @@ class _SystemSampler(threading.Thread):
                 t=now,
                 cpu_percent=cores,
                 process_cpu_percent=round(100.0 * cpu_total / elapsed, 1) if elapsed > 0 else None,
-                rss_bytes=rss or None,
+                rss_bytes=main_rss or None,
                 gpu_util_percent=util,
                 gpu_memory_bytes=mem,
+                tree_pss_bytes=pss_total or None,
+                processes=len(tree),
             )
         )
         return now
@@ -316,6 +338,7 @@ class ProfiledProcess:
             duration_s=end - self.started,
             system=tuple(self.sampler.samples),
             peak_rss_bytes=max(self._peak_rss or 0, self.sampler.max_rss) or None,
+            peak_tree_pss_bytes=self.sampler.max_tree_pss or None,
         )
         if self.options.max_steps and evidence.stop_reason == "exit" and len(evidence.steps) >= self.options.max_steps:
             evidence = replace(evidence, stop_reason="steps")

@@ -9,7 +9,7 @@ from typing import Any
 
 from infradoctor.findings import Location
 from infradoctor.profile.analyze import ProfileAnalysis
-from infradoctor.profile.evidence import ModuleUse
+from infradoctor.profile.evidence import CallSite, ModuleUse
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,27 @@ def location(file: str | None, line: int | None, options: RuleOptions, function:
     return Location(show_path(file, options), line or None, function=function)
 
 
+def sites_of(module: ModuleUse) -> tuple[CallSite, ...]:
+    """The module's call sites; evidence recorded before call sites were kept becomes one site for the module."""
+    if module.call_sites:
+        return module.call_sites
+    first = module_site(module) or {}
+    return (CallSite(
+        file=str(first.get("file") or ""), line=int(first.get("line") or 0), calls=module.calls,
+        time_s=module.time_s, grad_calls=module.grad_calls, unused_grad_calls=module.unused_grad_calls,
+        train_mode_calls=module.train_mode_calls,
+        train_mode_inference_calls=module.train_mode_inference_calls
+        + min(module.unused_grad_calls, module.train_mode_calls - module.train_mode_inference_calls),
+        batch_sizes=dict(module.batch_sizes), retained_sampled=module.retained_sampled,
+        retained_alive=module.retained_alive,
+    ),)
+
+
+def site_location(site: CallSite, options: RuleOptions) -> Location | None:
+    """Where a call site is, as the user opens it."""
+    return location(site.file, site.line, options, site.function or None)
+
+
 def module_site(module: ModuleUse) -> Mapping[str, Any] | None:
     """The module's most frequent recorded call site."""
     return max(module.sites, key=lambda s: int(s.get("calls", 0)), default=None)
@@ -82,3 +103,8 @@ def pct(fraction: float) -> str:
 def share(value_s: float, total_s: float) -> float:
     """Value / total clamped to 0-1, rounded."""
     return round(min(1.0, max(0.0, value_s / total_s)), 4) if total_s > 0 else 0.0
+
+
+def suggested_workers(cores: int) -> int:
+    """DataLoader workers to suggest on this machine: one core stays with the training loop, at most 8."""
+    return max(1, min(8, (cores or 4) - 1))

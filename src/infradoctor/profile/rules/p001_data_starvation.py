@@ -15,16 +15,27 @@ How it is measured:
     fetches timed in the main process or in worker processes). torch-tb-profiler flags DataLoader > 5% of a step;
     we only speak up when the wait is a real bottleneck.
 
+    The advice fits the machine: ``num_workers`` up to one less than the cores (at most 8); ``pin_memory``
+    only where a GPU is in use (pinned memory only speeds host-to-device copies); items that wait
+    (``IO_WAIT_SHARE`` of their fetch time off the CPU, from the fetching thread's CPU time) overlap in more
+    workers than cores (twice the cores, 4 to 8); ``persistent_workers`` only
+    for a loader iterated more than once; and where the cores were already busy (``BUSY_CPU_PERCENT`` on
+    average) or the loader already has a worker per spare core, more workers cannot help: the item itself must
+    get cheaper.
+
 Fix:
-    Raise ``num_workers`` (the DataLoader line is named), enable ``pin_memory`` and ``persistent_workers``, and
-    move heavy per-item work out of ``__getitem__`` (precompute or cache it).
+    Raise ``num_workers`` (the DataLoader line is named), and move heavy per-item work out of ``__getitem__``
+    (precompute or cache it); on GPU also ``pin_memory=True``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.profile.analyze import ProfileAnalysis
-from infradoctor.profile.rules._common import RuleOptions, location, pct
+from infradoctor.profile.rules._common import RuleOptions, location, pct, suggested_workers
 
 RULE = Rule(
     "P001",
@@ -32,8 +43,8 @@ RULE = Rule(
     Severity.HIGH,
     "Compute waits for data",
     fix=(
-        "Raise DataLoader num_workers (try 4, then 8), enable pin_memory and persistent_workers, move heavy per-item "
-        "work out of __getitem__ or cache it."
+        "Raise DataLoader num_workers (up to the spare cores), move heavy per-item work out of __getitem__ or cache "
+        "it; on GPU also pin_memory=True."
     ),
     risk="More workers use more host RAM and CPU; persistent workers keep that memory between epochs.",
     commands=("profile",),
@@ -42,6 +53,10 @@ DATA_WAIT_FRACTION = 0.30
 """Share of steady step time waiting for data at which the rule fires."""
 HIGH_FRACTION = 0.50
 """From this share on the finding is high severity."""
+IO_WAIT_SHARE = 0.5
+"""Items that spend this share of their fetch time off the CPU (I/O, sleeps) wait rather than compute."""
+BUSY_CPU_PERCENT = 90.0
+"""Mean CPU use over all cores from which the machine has no core to spare for more workers."""
 
 
 @RULE.check(ProfileAnalysis, RuleOptions)
@@ -57,13 +72,27 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     fetch = ev.worker_fetch if ev.worker_fetch.get("items") else ev.fetch
     item_ms = 1000.0 * float(fetch.get("time_s", 0.0)) / fetch["items"] if fetch.get("items") else None
     workers = loader.num_workers or 0
-    suggest = max(2, min(8, analysis.cores or 4)) if workers == 0 else min(32, max(workers * 2, 4))
     loc = location(loader.file, loader.line, options)
     wait_ms = 1000.0 * analysis.phase_s["data_wait"] / len(analysis.steady)
-    fix = (
-        f"In the DataLoader {f'built at {loc}' if loc else ''}: set num_workers={suggest} (now {workers}), "
-        "pin_memory=True and persistent_workers=True"
-    )
+    cpu = _mean_cpu_percent(analysis)
+    waits = _waiting_share(fetch)
+    io_bound = waits is not None and waits >= IO_WAIT_SHARE
+    # items that wait (I/O, sleeps) overlap in more workers than cores; CPU-bound items need a core each
+    spare = min(8, max(4, 2 * (analysis.cores or 2))) if io_bound else suggested_workers(analysis.cores)
+    where_built = f" built at {loc}" if loc else ""
+    if not io_bound and ((cpu is not None and cpu >= BUSY_CPU_PERCENT) or workers >= spare):
+        busy = f"the {analysis.cores or '?'} cores were {cpu:.0f}% busy" if cpu is not None else "no core is spare"
+        fix = (f"More workers cannot help here ({busy}; the DataLoader{where_built} has {workers}): make each item "
+               "cheaper")
+    else:
+        why = (f"items spend {waits:.0%} of their time waiting, not computing" if io_bound
+               else f"this machine has {analysis.cores or '?'} cores")
+        changes = [f"num_workers={max(spare, workers + 1)} (now {workers}; {why})"]
+        if ev.device_in_use and not loader.pin_memory:
+            changes.append("pin_memory=True")
+        if loader.iterators >= 2 and not loader.persistent_workers:
+            changes.append("persistent_workers=True")
+        fix = f"In the DataLoader{where_built}: set {', '.join(changes)}"
     if item_ms is not None and loader.batch_size:
         fix += (
             f"; each item takes {item_ms:.2f} ms in {loader.dataset}.__getitem__ "
@@ -80,7 +109,10 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
         "persistent_workers": loader.persistent_workers,
         "batch_size": loader.batch_size,
         "item_time_ms": round(item_ms, 4) if item_ms is not None else None,
+        "item_wait_share": round(waits, 3) if waits is not None else None,
         "dataset": loader.dataset,
+        "cores": analysis.cores,
+        "cpu_percent_mean": round(cpu, 1) if cpu is not None else None,
     }
     return [
         RULE.finding(
@@ -93,3 +125,23 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
             impact=round(fraction, 4),
         )
     ]
+
+
+def _mean_cpu_percent(analysis: ProfileAnalysis) -> float | None:
+    """Mean busy percent over all cores during the steady steps (None without samples)."""
+    steady = analysis.steady
+    samples = [s for s in analysis.evidence.system if s.cpu_percent]
+    if steady:
+        inside = [s for s in samples if steady[0].start <= s.t <= steady[-1].end + 1.0]
+        samples = inside or samples
+    if not samples:
+        return None
+    return sum(sum(s.cpu_percent) / len(s.cpu_percent) for s in samples) / len(samples)
+
+
+def _waiting_share(fetch: Mapping[str, Any]) -> float | None:
+    """Share of fetch time the fetching thread was off the CPU (None when not measured)."""
+    wall = float(fetch.get("time_s") or 0.0)
+    if wall <= 0 or "cpu_s" not in fetch:
+        return None
+    return min(1.0, max(0.0, 1.0 - float(fetch["cpu_s"]) / wall))

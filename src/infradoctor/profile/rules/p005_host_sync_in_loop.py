@@ -12,7 +12,9 @@ Why it matters:
 How it is measured:
     The Tensor methods are patched; calls from user code (not from torch) are counted per call site
     (``file:line``), with their time and, per step, the span from the site's first to its last call (the loop
-    around it). Fires for a site with at least ``CALLS_PER_STEP`` calls per step, or on GPU when syncs take
+    around it). Reads from installed packages count at the user's line that led there. Judged only where a
+    device is in use (CUDA initialised, a model on the GPU or copies to it): on a CPU-only run a host read waits
+    for nothing. Fires for a site with at least ``CALLS_PER_STEP`` calls per step, or when syncs take
     ``GPU_SYNC_FRACTION`` of step time. Impact: share of run time inside those loops. For a server under load
     (``profile --load-url``) the count is per request (the larger of top-level model calls and requests sent),
     and a site read at most ``SERVING_READS_PER_REQUEST`` times per request never fires: building the response
@@ -54,13 +56,15 @@ SYNC_KINDS = ("item", "tolist", "cpu", "numpy", "float", "int", "bool")
 def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     """Sites reading tensor values many times per step."""
     ev = analysis.evidence
+    if not ev.device_in_use:
+        return []  # on the CPU a host read is no device sync
     steps, unit = work_units(analysis, options)
     sites = [s for s in ev.syncs if s.kind in SYNC_KINDS]
     if options.serving:
         sites = [s for s in sites if s.calls / steps > SERVING_READS_PER_REQUEST]
     if not sites:
         return []
-    gpu_heavy = ev.cuda and analysis.fraction("sync") >= GPU_SYNC_FRACTION
+    gpu_heavy = analysis.fraction("sync") >= GPU_SYNC_FRACTION
     hot = [s for s in sites if s.calls / steps >= CALLS_PER_STEP or (gpu_heavy and s.calls >= steps)]
     if not hot:
         return []

@@ -4,6 +4,11 @@ What it detects:
     Live memory (CUDA allocator on GPU; glibc heap, which holds CPU tensor storage, otherwise) that rises linearly
     over the steady-state steps, and the line whose tensors are kept alive.
 
+    The commonest leak in evaluation code is read directly: outputs of a model called in grad mode whose autograd
+    graphs no backward uses and that stay alive across later calls (``outputs.append(model(x))``,
+    ``total += loss`` without ``no_grad``) hold every batch's activations until the loop ends, a rise the step
+    trend misses because it is freed after each evaluation.
+
 Why it matters:
     Steady growth ends in an out-of-memory crash or swapping; the usual cause is a list that keeps tensors with
     their autograd graph (``losses.append(loss)``, ``outputs.append(model(x))``), which holds every step's
@@ -23,6 +28,13 @@ How it is measured:
     allocations stay alive (``RETAINED_SHARE``, at least ``MIN_RETAINED_BYTES``) is the leak site. Failing that,
     outputs of top-level model calls sampled every 50 ms: a call site whose outputs stay alive.
 
+    Kept graphs: each grad-mode call marks its output's autograd nodes (see P003); a graph that no backward used
+    and that outlived at least 3 later calls from its line was kept. Fires for a call site with ``MIN_KEPT_GRAPHS``
+    such graphs when the memory they held at their peak (read at 8, 16, 32, ... alive) is at least
+    ``MIN_HELD_BYTES`` (or could not be read). The line named is the one that keeps them: in the loop around the
+    call, the first statement after it that accumulates a value derived from the call's result (a static read of
+    the source; the call's line when none is found). High from ``HIGH_HELD_SHARE`` of the process's size.
+
 Fix:
     Keep ``.detach().cpu()`` copies or ``.item()`` values instead of the tensors themselves, and run inference
     under ``torch.inference_mode()``.
@@ -32,7 +44,8 @@ from __future__ import annotations
 
 from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.profile.analyze import ProfileAnalysis, memory_trend, warmup_count
-from infradoctor.profile.rules._common import RuleOptions, location, module_location
+from infradoctor.profile.keepline import keep_line
+from infradoctor.profile.rules._common import RuleOptions, location, module_location, site_location, sites_of
 
 RULE = Rule(
     "P007",
@@ -61,6 +74,14 @@ MIN_RETAINED_BYTES = 64 * 1024
 """A sampled allocation site must keep at least this much alive."""
 
 
+MIN_KEPT_GRAPHS = 10
+"""Unused graphs kept across later calls at one call site."""
+MIN_HELD_BYTES = 8 * 1024 * 1024
+"""Memory those graphs held at their peak."""
+HIGH_HELD_SHARE = 0.25
+"""Held memory, as a share of the process's size, from which a kept-graph finding is high."""
+
+
 def process_size(analysis: ProfileAnalysis) -> int | None:
     """The process's RSS at the first steady reading (else at the start of the run)."""
     first = next((s.rss_bytes for s in analysis.steady if s.rss_bytes), None)
@@ -69,7 +90,10 @@ def process_size(analysis: ProfileAnalysis) -> int | None:
 
 @RULE.check(ProfileAnalysis, RuleOptions)
 def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
-    """Steady memory growth and the site that keeps its tensors."""
+    """Graphs kept by the program, and steady memory growth with the site that keeps its tensors."""
+    graph_findings = _kept_graphs(analysis, options)
+    if graph_findings:
+        return graph_findings
     trend = analysis.memory
     if trend is None or len(analysis.steady) < options.min_steps:
         return []
@@ -127,3 +151,41 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
             impact=None,
         )
     ]
+
+
+def _kept_graphs(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
+    """Call sites whose unused autograd graphs the program keeps alive."""
+    findings = []
+    size = process_size(analysis) or analysis.evidence.peak_rss_bytes
+    for module in analysis.evidence.modules:
+        for site in sites_of(module):
+            held = site.kept_held_bytes
+            if site.kept_graphs < MIN_KEPT_GRAPHS or (held is not None and held < MIN_HELD_BYTES):
+                continue
+            call = site_location(site, options)
+            line = keep_line(site.file, site.line) if site.file else None
+            loc = location(site.file, line, options, site.function or None) if line else call
+            held_text = f", {held / 1e6:.0f} MB at their peak" if held is not None else ""
+            kept_at = f"; kept at {loc}" if line else ""
+            high = held is not None and size is not None and held >= HIGH_HELD_SHARE * size
+            findings.append(
+                RULE.finding(
+                    f"{site.kept_graphs} outputs of {module.cls} called at {call} stay alive with their autograd "
+                    f"graph and no backward (up to {site.kept_peak} at once{held_text}){kept_at}",
+                    {
+                        "kept_graphs": site.kept_graphs,
+                        "calls": site.calls,
+                        "kept_peak": site.kept_peak,
+                        "kept_span_calls": site.kept_span_calls,
+                        "held_mb": round(held / 1e6, 1) if held is not None else None,
+                        "call_site": str(call) if call else None,
+                        "process_mb": round(size / 1e6, 1) if size else None,
+                    },
+                    severity=Severity.HIGH if high else Severity.MEDIUM,
+                    fix=(f"At {loc}: keep `.detach()` copies or `.item()` values instead of the outputs with their "
+                         f"graph, and run the inference at {call} under `torch.inference_mode()`."),
+                    location=loc,
+                    impact=None,
+                )
+            )
+    return findings

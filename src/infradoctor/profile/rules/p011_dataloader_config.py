@@ -1,7 +1,8 @@
 """P011 dataloader-config: the DataLoader's settings leave throughput on the table.
 
 What it detects:
-    A DataLoader with ``num_workers=0`` while the loop measurably waits for data; worker processes restarted
+    A DataLoader with ``num_workers=0`` while the loop measurably waits for data (below P001's share: from
+    there P001 reports it with the same change); worker processes restarted
     every epoch (``persistent_workers=False``) with a visible start-up wait on each epoch's first batch; on GPU,
     ``pin_memory=False``.
 
@@ -26,7 +27,8 @@ import statistics
 
 from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.profile.analyze import ProfileAnalysis
-from infradoctor.profile.rules._common import RuleOptions, location, pct, share
+from infradoctor.profile.rules._common import RuleOptions, location, pct, share, suggested_workers
+from infradoctor.profile.rules.p001_data_starvation import DATA_WAIT_FRACTION as P001_FRACTION
 
 RULE = Rule(
     "P011",
@@ -58,9 +60,9 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     impact = 0.0
     wait_fraction = analysis.fraction("data_wait")
     workers = loader.num_workers or 0
-    if workers == 0 and wait_fraction >= DATA_WAIT_FRACTION:
+    if workers == 0 and DATA_WAIT_FRACTION <= wait_fraction < P001_FRACTION:  # from P001's share on, P001 says it
         problems.append(f"num_workers=0 while the loop waits for data {pct(wait_fraction)} of step time")
-        changes.append(f"num_workers={max(2, min(8, analysis.cores or 4))}")
+        changes.append(f"num_workers={suggested_workers(analysis.cores)}")
         impact = wait_fraction
     if workers > 0 and not loader.persistent_workers and loader.iterators >= 2 and loader.batches:
         median_wait = loader.wait_s / loader.batches
@@ -70,7 +72,7 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
             problems.append(f"workers restart every epoch: first batch waits {mean_ms:.0f} ms")
             changes.append("persistent_workers=True")
             impact = max(impact, share(sum(restarts), analysis.run_time_s))
-    if ev.cuda and not loader.pin_memory and workers >= 0 and ev.h2d.get("copies"):
+    if ev.device_in_use and not loader.pin_memory and ev.h2d.get("copies"):
         problems.append("pin_memory=False while batches are copied to the GPU")
         changes.append("pin_memory=True")
     if not problems:
