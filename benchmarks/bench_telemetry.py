@@ -11,11 +11,18 @@ the generator process's CPU time over the sampled rounds: on a generator that is
 null server) that share is what sampling takes from its throughput, and it is far less noisy; and the sampler's
 CPU per wall second, its share of the one core a CPU-bound generator runs on (the goal's measure on a shared
 machine where the generator does not get its core).
+
+The verdict (met / MISSED, exit 1 when missed) is on that last, stable measure: the sampler runs in the
+generator's process, under its GIL, so each second of sampler CPU is a second the generator's one core does not
+serve requests; its share of a core is an upper bound on the share of throughput sampling takes (less when the
+generator is not CPU-bound). The throughput ratio is printed as information: on a shared machine its noise
+(several percent between rounds) is far above the 1% it would have to resolve.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -30,6 +37,8 @@ from infradoctor.procs import free_port, stop_process, wait_for_http
 from infradoctor.telemetry.sweep import SweepTelemetry
 
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "corpus" / "metrics"
+GOAL_SHARE = 0.01
+"""Sampling may cost less than 1% of the generator's throughput (issue 19): sampler CPU below 1% of a core."""
 
 STATS_SERVER = textwrap.dedent("""
     import sys
@@ -97,15 +106,20 @@ def main(argv: list[str] | None = None) -> int:
     print(f"throughput with sampling at {args.interval:g} s: {on_median:,.0f} req/s "
           f"(rounds {', '.join(f'{v:,.0f}' for v in on)}); {reads} router reads")
     print(f"ratio with/without sampling (median of adjacent pairs): {ratio:.4f} (cost {100 * (1 - ratio):.2f}%; "
-          "goal < 1%)")
+          "information only: round-to-round noise on a shared machine exceeds 1%)")
     share = sampler_cpu / process_cpu if process_cpu else float("nan")
     print(f"sampler CPU / generator process CPU while sampling: {sampler_cpu:.3f} s / {process_cpu:.2f} s = "
           f"{100 * share:.2f}% (inflated when other processes starve the generator of CPU)")
     per_core = sampler_cpu / sampled_wall if sampled_wall else float("nan")
     print(f"sampler CPU per wall second: {1000 * per_core:.1f} ms = {100 * per_core:.2f}% of the one core a "
-          f"CPU-bound generator uses ({1000 * sampler_cpu / max(1, reads):.1f} ms per read of both endpoints; "
-          "goal < 1%)")
-    return 0
+          f"CPU-bound generator uses ({1000 * sampler_cpu / max(1, reads):.1f} ms per read of both endpoints)")
+    load = os.getloadavg()
+    print(f"machine: {os.cpu_count()} CPUs, load average {load[0]:.1f} (1 min), {load[1]:.1f} (5 min) at the end")
+    met = per_core < GOAL_SHARE and reads > 0
+    print(f"goal sampling < {100 * GOAL_SHARE:g}% of the generator's throughput (sampler CPU < {100 * GOAL_SHARE:g}% "
+          f"of its core): {'met' if met else 'MISSED'} ({100 * per_core:.2f}%"
+          + ("" if reads else "; no statistics were read, nothing was measured") + ")")
+    return 0 if met else 1
 
 
 if __name__ == "__main__":
