@@ -80,7 +80,12 @@ def _value(text: str) -> float:
 
 
 def circles(root: ET.Element) -> list[tuple[float, float]]:
-    return [(float(c.get("cx", "0")), float(c.get("cy", "0"))) for c in root.iter(f"{{{NS['s']}}}circle")]
+    """Every drawn point: the dots, and the vertices of the lines (long series have no dots)."""
+    dots = [(float(c.get("cx", "0")), float(c.get("cy", "0"))) for c in root.iter(f"{{{NS['s']}}}circle")]
+    for line in root.iter(f"{{{NS['s']}}}polyline"):
+        dots += [(float(x), float(y)) for x, y in (pair.split(",") for pair in line.get("points", "").split())]
+    assert dots
+    return dots
 
 
 def load_run(label: str, points: list[tuple[int, float, float, float]], knee: float | None):
@@ -186,6 +191,7 @@ def test_memory_of_runs_of_different_lengths_shares_a_progress_axis() -> None:
     root = parse(charts.memory_over_steps([run("train-baseline", 62, 340.0), run("train-after", 849, 338.0)]))
     texts = [lb.text for lb in labels(root)]
     assert "% of the run's steps" in texts
+    assert not list(root.iter(f"{{{NS['s']}}}circle"))  # 60-odd samples a run: lines, not bands of dots
     ticks = y_ticks(root)
     top_tick = min(y for y, _ in ticks)
     assert all(cy >= top_tick - 0.05 for _, cy in circles(root))

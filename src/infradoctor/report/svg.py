@@ -12,6 +12,8 @@ WIDTH, HEIGHT = 560, 280
 LEFT, RIGHT, TOP, BOTTOM = 62, 16, 28, 58
 MIN_TICK_PX = 28
 """Labelled ticks closer than this (pixels) collide or crowd: fewer are drawn."""
+MAX_MARKED_POINTS = 40
+"""A series with more points than this is drawn as a line only (no dot per point)."""
 MAX_BAR_LABEL_PX = 200
 """Bar labels wider than this are cut (the whole label is the text's tooltip)."""
 CHAR_PX = 0.62
@@ -190,7 +192,8 @@ def line_chart(  # noqa: C901 - axes, ticks, series and markers of one chart
         dash = ' stroke-dasharray="5 4"' if s.dashed else ""
         path = " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
         parts.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="2"{dash}/>')
-        parts += [f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{color}"/>' for x, y in pts]
+        if len(pts) <= MAX_MARKED_POINTS:  # beyond, the dots merge into a thick dotted band
+            parts += [f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{color}"/>' for x, y in pts]
     parts.append(legend)
     parts.append("</svg>")
     return "".join(parts)
