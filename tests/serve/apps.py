@@ -183,7 +183,20 @@ BLOCKING_ASYNC_SERVER = server(_WORK + '''
 
 @app.get("/predict")
 async def predict() -> dict:
-    return {"y": infer()}
+    return {"y": infer()}  # ENDPOINT-LINE
+''')
+
+SHORT_BLOCKS_SERVER = server('''
+model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)).eval()
+
+
+@app.get("/predict")
+async def predict() -> dict:
+    # 20 ms per request, never a 100 ms stall
+    time.sleep(0.02)  # SHORT-BLOCK-LINE
+    with torch.inference_mode():
+        y = model(torch.ones(1, 64))
+    return {"y": float(y.sum())}
 ''')
 
 BLOCKING_SYNC_SERVER = server(_WORK + '''

@@ -37,7 +37,7 @@ def handler():
 async def main():
     await asyncio.sleep(0.1)
     for _ in range(2):
-        handler()
+        handler()  # ENDPOINT-LINE
         await asyncio.sleep(0.05)
 
 
@@ -69,7 +69,12 @@ def test_injected_watcher_names_the_blocking_line(tmp_path: Path, kind: str) -> 
     [finding] = s002.check(evidence)
     assert finding.location is not None
     assert finding.location.file == str(tmp_path / "prog.py")
-    assert finding.location.line == marked_line(tmp_path / "prog.py", "BLOCKING-LINE")
+    # the line in the async def that blocks the loop (the fix goes there: to_thread, or a def endpoint) ...
+    assert finding.location.line == marked_line(tmp_path / "prog.py", "ENDPOINT-LINE")
+    assert finding.location.function == "main"
+    # ... and the stack shows the blocking call under it
+    blocking = marked_line(tmp_path / "prog.py", "BLOCKING-LINE")
+    assert any(f"prog.py:{blocking} in handler" in line for line in finding.evidence["stack"])
 
 
 def test_nothing_happens_without_the_variable(tmp_path: Path) -> None:
@@ -105,7 +110,7 @@ pid = os.fork()
 if pid == 0:
     async def child():
         await asyncio.sleep(0.05)
-        block()
+        block()  # CHILD-ENDPOINT-LINE
         await asyncio.sleep(0.05)
     asyncio.run(child())
     sys.exit(0)
@@ -128,4 +133,5 @@ def test_forked_child_watches_its_own_loop(tmp_path: Path) -> None:
     child_pid = int(done.stdout.split()[-1])
     [child] = [e for e in found if e.pid == child_pid]
     [stall] = [s for s in child.stalls if s.duration_s >= 0.2]
-    assert stall.site is not None and stall.site.line == marked_line(script, "CHILD-BLOCKING-LINE")
+    assert stall.site is not None and stall.site.line == marked_line(script, "CHILD-ENDPOINT-LINE")
+    assert stall.stack[0].line == marked_line(script, "CHILD-BLOCKING-LINE")

@@ -14,6 +14,7 @@ from infradoctor.serve.looplag import is_user_file
 
 HERE = Path(__file__)
 BLOCKING_LINE = next(i for i, text in enumerate(HERE.read_text().splitlines(), 1) if text.endswith("# BLOCKING-LINE"))
+ENDPOINT_LINE = next(i for i, text in enumerate(HERE.read_text().splitlines(), 1) if text.endswith("# ENDPOINT-LINE"))
 
 
 LONG_S = 0.2
@@ -28,7 +29,7 @@ async def blocked_then_idle(monitor: LoopLagMonitor, block_s: float, times: int)
     monitor.start()
     await asyncio.sleep(0.05)
     for _ in range(times):
-        block_for(block_s)
+        block_for(block_s)  # ENDPOINT-LINE
         await asyncio.sleep(0.05)
     return monitor.stop()
 
@@ -44,7 +45,10 @@ def test_stall_names_the_blocking_line() -> None:
     assert len(long_stalls) == 2
     for stall in long_stalls:
         assert stall.site is not None
-        assert (stall.site.file, stall.site.line, stall.site.function) == (str(HERE), BLOCKING_LINE, "block_for")
+        # the line of the async def that holds the loop: where the fix goes (to_thread, a def endpoint)
+        assert (stall.site.file, stall.site.line, stall.site.function) == (str(HERE), ENDPOINT_LINE,
+                                                                             "blocked_then_idle")
+        assert stall.site.coroutine
         assert stall.samples >= 1
         assert [f.function for f in stall.stack[:2]] == ["block_for", "blocked_then_idle"]
     assert 0 < evidence.blocked_fraction < 1
@@ -59,7 +63,8 @@ def test_uvloop_is_watched_too() -> None:
     finally:
         loop.close()
     [stall] = [s for s in evidence.stalls if s.duration_s >= LONG_S]
-    assert stall.site is not None and stall.site.line == BLOCKING_LINE
+    assert stall.site is not None and stall.site.line == ENDPOINT_LINE
+    assert stall.stack[0].line == BLOCKING_LINE
 
 
 def test_awaiting_loop_has_no_stalls() -> None:

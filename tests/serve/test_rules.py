@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from infradoctor.findings import Severity
-from infradoctor.serve.looplag import LoopLagEvidence, LoopStall, StackFrame
+from infradoctor.serve.looplag import BusySample, LoopLagEvidence, LoopStall, StackFrame
 from infradoctor.serve.rules import s002_event_loop_blocked as s002
 from infradoctor.serve.rules import s004_model_copy_per_worker as s004
 from infradoctor.serve.workers import WorkerLayout, WorkerProcess
@@ -36,7 +38,7 @@ def test_s002_points_at_the_site_that_blocked_longest() -> None:
     assert finding.severity == Severity.HIGH  # 1.35 s of 10 s
     assert finding.evidence["stall_count"] == 4
     assert finding.evidence["sites"][0] == {"site": "/srv/app.py:31", "function": "predict", "stalls": 2,
-                                            "blocked_s": 0.9}
+                                            "blocked_s": 0.9, "busy_probes": 0}
     assert finding.evidence["sites"][-1]["site"] is None
     assert finding.evidence["stack"][0] == "/srv/app.py:31 in predict"
     assert "in predict()" in finding.title
@@ -44,8 +46,32 @@ def test_s002_points_at_the_site_that_blocked_longest() -> None:
 
 
 def test_s002_medium_when_a_small_share_of_time() -> None:
-    [finding] = s002.check(loop_evidence(stall(HANDLER, 0.3), observed_s=60.0))
+    evidence = replace(loop_evidence(stall(HANDLER, 0.3), observed_s=60.0), lag_p99_ms=12.0)
+    [finding] = s002.check(evidence)
     assert finding.severity == Severity.MEDIUM
+    # a lag p99 of 100 ms or more is felt by every request: high
+    [finding] = s002.check(replace(evidence, lag_p99_ms=140.0))
+    assert finding.severity == Severity.HIGH
+
+
+ENDPOINT = StackFrame("/srv/app.py", 58, "predict", coroutine=True)
+
+
+def test_s002_short_frequent_blocks_from_busy_probes() -> None:
+    # an async def endpoint that sleeps 20 ms per request: no stall reaches 100 ms, but the busy probes find the
+    # endpoint on the loop 45% of the time and the lag's p99 is 87 ms (issue 18's server)
+    busy = tuple(BusySample(0.05 * i, ENDPOINT if i % 20 < 9 else None) for i in range(400))
+    evidence = replace(loop_evidence(observed_s=20.0), lag_p99_ms=87.0, probes=400, busy=busy, busy_count=400)
+    [finding] = s002.check(evidence)
+    assert (finding.location.file, finding.location.line, finding.location.function) == ("/srv/app.py", 58,
+                                                                                        "predict")
+    assert finding.severity == Severity.MEDIUM and finding.impact == 0.45
+    assert finding.evidence["busy_user_share"] == 0.45 and finding.evidence["sites"][0]["busy_probes"] == 180
+    assert "45% of the time" in finding.title and "p99 87 ms" in finding.title
+    # the same share with a loop that never lags is not felt: no finding; nor is a small share
+    assert s002.check(replace(evidence, lag_p99_ms=4.0)) == []
+    few = tuple(BusySample(0.05 * i, ENDPOINT if i % 20 < 3 else None) for i in range(400))
+    assert s002.check(replace(evidence, busy=few)) == []
 
 
 def test_s002_quiet_without_enough_blocking() -> None:

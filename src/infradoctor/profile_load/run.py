@@ -236,7 +236,7 @@ def merge_results(
     metrics["load"] = load or None
     metrics["service"] = {
         **service,
-        "loop": [e.to_dict() for e in loops],
+        "loop": [e.summary_dict() for e in loops],
         "workers": layout.to_dict() if layout is not None else None,
     }
     metrics["headline"] = _merge_headline(load.get("headline") or {}, profile_result.metrics.get("headline") or {},

@@ -7,6 +7,14 @@ the loop is stalled: the watchdog samples the loop thread's stack (``sys._curren
 (not the standard library, not site-packages, not infradoctor) seen most often. That site is what S002
 event-loop-blocked points at.
 
+Blocks shorter than the stall threshold are seen too: a few milliseconds after posting each callback
+(``probe_s``), the watchdog looks whether it has run; when it has not, the loop is busy with one piece of work at
+that instant and the watchdog takes one stack sample (a busy probe). Probes land at instants unrelated to the
+program's work, so the share of probes that find user code running on the loop estimates the share of time user
+code holds it: a 20 ms ``time.sleep`` inside an ``async def`` endpoint under load shows up although no single
+stall reaches 100 ms. A site names the line in the ``async def`` coroutine that was running (the endpoint's line
+that calls into the blocking work) when there is one, else the innermost user frame.
+
 It works with any loop object (asyncio, uvloop) without a task inside the loop, so it can be attached from outside
 the application. Evidence is a frozen :class:`LoopLagEvidence` with a JSON form, so a server process can write it
 to a file for a profiler in another process.
@@ -44,6 +52,14 @@ MAX_STALLS = 200
 MAX_STACK_FRAMES = 24
 """Frames of the blocking stack kept per stall, innermost first."""
 
+DEFAULT_PROBE_S = 0.002
+"""After posting a callback, the watchdog looks this soon whether it ran; if not, it samples the loop's stack."""
+
+MAX_BUSY_SAMPLES = 4000
+"""Busy probes kept (the first ones); the totals count every probe."""
+
+_COROUTINE_FLAGS = 0x80 | 0x200  # CO_COROUTINE | CO_ASYNC_GENERATOR
+
 
 @dataclass(frozen=True)
 class StackFrame:
@@ -55,15 +71,20 @@ class StackFrame:
     """Line being executed."""
     function: str
     """Function name."""
+    coroutine: bool = False
+    """The frame runs an ``async def`` (a coroutine or async generator)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {"file": self.file, "line": self.line, "function": self.function}
+        out: dict[str, Any] = {"file": self.file, "line": self.line, "function": self.function}
+        if self.coroutine:
+            out["coroutine"] = True
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> StackFrame:
         """Inverse of :meth:`to_dict`."""
-        return cls(str(data["file"]), int(data["line"]), str(data["function"]))
+        return cls(str(data["file"]), int(data["line"]), str(data["function"]), bool(data.get("coroutine", False)))
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line} in {self.function}"
@@ -108,6 +129,26 @@ class LoopStall:
 
 
 @dataclass(frozen=True)
+class BusySample:
+    """One busy probe: the loop had not run a callback posted ``probe_s`` earlier, and this code was running."""
+
+    started_s: float
+    """When, in seconds since the monitor started."""
+    site: StackFrame | None
+    """The running user site (the ``async def`` line when there is one); None when only library code ran."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"started_s": self.started_s, "site": self.site.to_dict() if self.site else None}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BusySample:
+        """Inverse of :meth:`to_dict`."""
+        site = data.get("site")
+        return cls(float(data["started_s"]), StackFrame.from_dict(site) if site else None)
+
+
+@dataclass(frozen=True)
 class LoopLagEvidence:
     """What the monitor saw over its run."""
 
@@ -135,24 +176,46 @@ class LoopLagEvidence:
     """Process the loop ran in."""
     started_unix: float | None = None
     """Wall-clock (Unix) time the monitor started; ``started_s`` of each stall counts from it."""
+    probe_s: float | None = None
+    """Delay of the busy probes (None: the monitor did not probe)."""
+    probes: int = 0
+    """Busy probes taken (one per posted callback)."""
+    busy: tuple[BusySample, ...] = ()
+    """The first busy probes, in order (the loop was running one piece of work at that instant)."""
+    busy_count: int = 0
+    """Busy probes (all of them, also those beyond the kept list)."""
 
     def since(self, unix_time: float) -> LoopLagEvidence:
-        """The same evidence restricted to stalls that began at or after ``unix_time`` (e.g. once serving).
+        """The same evidence restricted to stalls and busy probes at or after ``unix_time`` (e.g. once serving).
 
-        Totals (stall count, blocked time, observed time) are recomputed from the kept stalls; lag percentiles are
-        left as measured over the whole run.
+        Totals (stall count, blocked time, observed time, probes) are recomputed from the kept records; lag
+        percentiles are left as measured over the whole run.
         """
         if self.started_unix is None:
             return self
         offset = max(0.0, unix_time - self.started_unix)
         kept = tuple(s for s in self.stalls if s.started_s >= offset)
+        busy = tuple(b for b in self.busy if b.started_s >= offset)
+        observed = max(0.0, self.observed_s - offset)
+        probes = round(self.probes * observed / self.observed_s) if self.observed_s > 0 else 0
         return replace(
             self,
             stalls=kept,
             stall_count=len(kept),
             blocked_s=sum(s.duration_s for s in kept),
-            observed_s=max(0.0, self.observed_s - offset),
+            observed_s=observed,
+            busy=busy,
+            busy_count=len(busy),
+            probes=probes,
         )
+
+    @property
+    def busy_user_share(self) -> float:
+        """Share of busy probes that found user code holding the loop, over all probes (0-1)."""
+        if not self.probes:
+            return 0.0
+        user = sum(1 for b in self.busy if b.site is not None)
+        return min(1.0, user / self.probes)
 
     @property
     def blocked_fraction(self) -> float:
@@ -174,7 +237,21 @@ class LoopLagEvidence:
             "stalls": [s.to_dict() for s in self.stalls],
             "pid": self.pid,
             "started_unix": self.started_unix,
+            "probe_s": self.probe_s,
+            "probes": self.probes,
+            "busy": [b.to_dict() for b in self.busy],
+            "busy_count": self.busy_count,
         }
+
+    def summary_dict(self) -> dict[str, Any]:
+        """JSON form for a result: the busy probes as counts (share and the sites they found), not one by one."""
+        out = self.to_dict()
+        user: collections.Counter[str] = collections.Counter(
+            f"{b.site.file}:{b.site.line}" for b in self.busy if b.site is not None)
+        out["busy"] = None
+        out["busy_user_share"] = round(self.busy_user_share, 4)
+        out["busy_sites"] = [{"site": site, "probes": n} for site, n in user.most_common(5)]
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LoopLagEvidence:
@@ -192,6 +269,10 @@ class LoopLagEvidence:
             stalls=tuple(LoopStall.from_dict(s) for s in data.get("stalls", ())),
             pid=data.get("pid"),
             started_unix=data.get("started_unix"),
+            probe_s=data.get("probe_s"),
+            probes=int(data.get("probes") or 0),
+            busy=tuple(BusySample.from_dict(b) for b in data.get("busy") or ()),
+            busy_count=int(data.get("busy_count") or 0),
         )
 
 
@@ -227,17 +308,20 @@ def capture_stack(thread_id: int, *, limit: int = MAX_STACK_FRAMES) -> tuple[Sta
     frames: list[StackFrame] = []
     while frame is not None and len(frames) < limit:
         code = frame.f_code
-        frames.append(StackFrame(code.co_filename, frame.f_lineno or 0, code.co_name))
+        frames.append(StackFrame(code.co_filename, frame.f_lineno or 0, code.co_name,
+                                 bool(code.co_flags & _COROUTINE_FLAGS)))
         frame = frame.f_back
     return tuple(frames)
 
 
 def user_site(stack: Sequence[StackFrame]) -> StackFrame | None:
-    """The innermost frame of ``stack`` in user code."""
-    for frame in stack:
-        if is_user_file(frame.file):
-            return frame
-    return None
+    """Where the user's code holds the loop.
+
+    The innermost user ``async def`` frame (its line is the call into the blocking work: a model forward,
+    ``time.sleep``), else the innermost frame in user code.
+    """
+    user = [frame for frame in stack if is_user_file(frame.file)]
+    return next((frame for frame in user if frame.coroutine), user[0] if user else None)
 
 
 class _Beat:
@@ -265,6 +349,7 @@ class LoopLagMonitor:
         interval_s: float = DEFAULT_INTERVAL_S,
         stall_threshold_s: float = DEFAULT_STALL_THRESHOLD_S,
         sample_interval_s: float | None = None,
+        probe_s: float | None = DEFAULT_PROBE_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """Configure; nothing runs until :meth:`start`.
@@ -273,6 +358,7 @@ class LoopLagMonitor:
             interval_s: period of the posted callbacks.
             stall_threshold_s: lag that marks a stall.
             sample_interval_s: stack sampling period during a stall (default: a quarter of the threshold).
+            probe_s: delay of the busy probe after each posted callback (None: no busy probes).
             clock: monotonic clock in seconds (shared by the watchdog and the loop callback).
         """
         if interval_s <= 0 or stall_threshold_s <= 0:
@@ -280,7 +366,11 @@ class LoopLagMonitor:
         self.interval_s = interval_s
         self.stall_threshold_s = stall_threshold_s
         self.sample_interval_s = sample_interval_s or stall_threshold_s / 4
+        self.probe_s = probe_s if probe_s is not None and 0 < probe_s < interval_s else None
         self.clock = clock
+        self._probes = 0
+        self._busy: list[BusySample] = []
+        self._busy_count = 0
         self._lock = threading.Lock()
         self._lags_ms: collections.deque[float] = collections.deque(maxlen=MAX_LAG_SAMPLES)
         self._lag_max_ms: float | None = None
@@ -351,6 +441,10 @@ class LoopLagMonitor:
                 stalls=tuple(self._stalls),
                 pid=os.getpid(),
                 started_unix=self._started_unix,
+                probe_s=self.probe_s,
+                probes=self._probes,
+                busy=tuple(self._busy),
+                busy_count=self._busy_count,
             )
 
     def write_evidence(self, path: str | os.PathLike[str]) -> None:
@@ -374,9 +468,13 @@ class LoopLagMonitor:
                 loop.call_soon_threadsafe(beat)
             except RuntimeError:  # the loop was closed between the check and the call
                 break
-            # One wake-up per period while the loop keeps up (each wake-up costs the loop a GIL hand-off): sleep a
-            # period, then look whether the callback ran; only a late callback is waited for.
-            stopping = self._stop.wait(self.interval_s)
+            # Two wake-ups per period while the loop keeps up (each costs the loop a GIL hand-off): a busy probe
+            # shortly after posting, then the rest of the period; only a late callback is waited for.
+            wait_s = self.interval_s
+            if self.probe_s is not None:
+                self._probe(beat, sent)
+                wait_s = max(0.0, self.interval_s - (self.clock() - sent))
+            stopping = self._stop.wait(wait_s)
             if beat.ran_at is None and not stopping:
                 remaining = sent + self.stall_threshold_s - self.clock()
                 if remaining <= 0 or not beat.ran.wait(remaining):
@@ -385,6 +483,21 @@ class LoopLagMonitor:
                 self._record(sent, beat.ran_at)
         if self._stopped_at is None and self._started_at is not None:
             self._stopped_at = self.clock()
+
+    def _probe(self, beat: _Beat, sent: float) -> None:
+        """One busy probe: if the posted callback has not run after ``probe_s``, note what the loop is running."""
+        assert self.probe_s is not None
+        ran = beat.ran.wait(self.probe_s)
+        thread_id = self._loop_thread_id
+        with self._lock:
+            self._probes += 1
+        if ran or thread_id is None:
+            return
+        site = user_site(capture_stack(thread_id))
+        with self._lock:
+            self._busy_count += 1
+            if len(self._busy) < MAX_BUSY_SAMPLES:
+                self._busy.append(BusySample(sent - (self._started_at or sent), site))
 
     def _sample_stall(self, loop: asyncio.AbstractEventLoop, beat: _Beat, sent: float) -> None:
         """Sample the loop thread's stack until the posted callback runs, then record the stall."""

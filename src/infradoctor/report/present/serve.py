@@ -18,7 +18,14 @@ def _site(loop: Mapping[str, Any]) -> str | None:
         if isinstance(site, Mapping):
             key = f"{site.get('file')}:{site.get('line')} ({site.get('function')})"
             blocked[key] = blocked.get(key, 0.0) + float(stall.get("duration_s") or 0.0)
-    return max(blocked, key=lambda k: blocked[k]) if blocked else None
+    if blocked:
+        return max(blocked, key=lambda k: blocked[k])
+    busy = [b for b in loop.get("busy_sites") or () if isinstance(b, Mapping)]
+    return str(busy[0].get("site")) if busy else None
+
+
+def _share(value: Any) -> str | None:
+    return f"{100 * value:.0f}%" if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def service_sections(result: Result) -> list[Section]:
@@ -40,9 +47,9 @@ def service_sections(result: Result) -> list[Section]:
     loops = [x for x in service.get("loop") or () if isinstance(x, Mapping)]
     if loops:
         out.append(Section("Event loop (after start-up)", tables=[Table(
-            ("pid", "lag p50 ms", "lag p99 ms", "lag max ms", "stalls", "blocked s", "blocked by"),
+            ("pid", "lag p50 ms", "lag p99 ms", "lag max ms", "stalls", "blocked s", "user code on loop", "blocked by"),
             [(str(x.get("pid")), x.get("lag_p50_ms"), x.get("lag_p99_ms"), x.get("lag_max_ms"), x.get("stall_count"),
-              x.get("blocked_s"), _site(x)) for x in loops],
+              x.get("blocked_s"), _share(x.get("busy_user_share")), _site(x)) for x in loops],
         )], lines=lines))
     else:
         out.append(Section("Event loop (after start-up)", lines=[*lines, "no event loop was seen in the server"]))
