@@ -172,6 +172,14 @@ def test_s001_serialized() -> None:
     assert run(short)["S001"].evidence["latency_ratio"] == pytest.approx(3.924, abs=0.01)
 
 
+def test_s001_is_medium_unless_users_pay_for_it() -> None:
+    # serving one at a time is a capacity ceiling; it is high once the high point times out (or breaks an SLO)
+    assert run(SERIAL)["S001"].severity.value == "medium"
+    timing_out = [*SERIAL[:3], point(8, 50, 160, 165, errors={"read_timeout": 5}, completed=1000)]
+    found = run(timing_out)["S001"]
+    assert found.severity.value == "high" and "5 requests timed out" in found.title
+
+
 def test_s001_serialized_behind_client_gaps() -> None:
     # a busy machine: at c=1 the generator waits ~12 ms for a core between a response and the next request, so
     # the serialized service (28 ms per request) shows 25 req/s at c=1 and its real 36 req/s only from c=2 on

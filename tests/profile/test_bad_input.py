@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import sys
 import textwrap
 import time
@@ -336,3 +338,105 @@ def test_other_exceptions_are_recorded_without_n011(tmp_path: Path) -> None:
     crash = result.metrics["workload"]["exception"]
     assert crash["type"] == "JSONDecodeError" and (crash["file"], crash["line"]) == (str(script), 3)
     assert not any(f.code == "N011" for f in result.findings)
+
+
+def _cli(args: list[str], **kw):  # type: ignore[no-untyped-def]
+    import os
+    import subprocess
+
+    src = Path(__file__).resolve().parents[2] / "src"
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    return subprocess.Popen([sys.executable, "-m", "infradoctor", *args], env=env, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **kw)
+
+
+def test_a_second_ctrl_c_still_writes_the_result(tmp_path: Path) -> None:
+    # a workload that ignores SIGINT: the first Ctrl-C waits for it, the second kills it, and the partial result
+    # is written either way (issue 17: the second KeyboardInterrupt used to end the profiler and lose it)
+    import os
+
+    script = write(tmp_path / "stubborn.py", """
+        import signal, time, torch
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        model = torch.nn.Linear(32, 32)
+        with torch.no_grad():
+            for i in range(10000000):
+                model(torch.randn(8, 32))
+                if i == 50:
+                    print("ready", flush=True)
+                time.sleep(0.001)
+    """)
+    out_json = tmp_path / "r.json"
+    proc = _cli(["profile", "--no-store", "-q", "--json", str(out_json), "--", sys.executable, str(script)],
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
+        os.killpg(proc.pid, signal.SIGINT)
+        time.sleep(1.0)
+        assert proc.poll() is None  # still waiting for the stubborn workload (grace period)
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=30) != 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    data = json.loads(out_json.read_text())
+    assert data["metrics"]["workload"]["stop_reason"] == "interrupted"
+    assert data["metrics"]["steps"]["count"] >= 50
+
+
+def test_duration_ends_what_the_workload_started(tmp_path: Path) -> None:
+    # --duration stops the workload and the processes it forked (a helper left running used to outlive it)
+    import psutil
+
+    pid_file = tmp_path / "child.pid"
+    script = write(tmp_path / "forky.py", f"""
+        import subprocess, sys, time
+        child = subprocess.Popen(["sleep", "1234"])
+        open({str(pid_file)!r}, "w").write(str(child.pid))
+        time.sleep(600)
+    """)
+    proc = _cli(["profile", "--no-store", "-q", "--duration", "2", "--", sys.executable, str(script)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    child = int(pid_file.read_text())
+    assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+
+
+def test_at_a_terminal_the_workload_keeps_the_terminal_and_hears_ctrl_c_itself(tmp_path: Path) -> None:
+    # with a terminal on stdin the workload stays in the profiler's process group (it can read the terminal; a
+    # Ctrl-C reaches both), and the result is still written
+    import os
+    import pty
+
+    script = write(tmp_path / "loop.py", """
+        import os, time, torch
+        model = torch.nn.Linear(32, 32)
+        print("group", os.getpgrp(), flush=True)
+        with torch.no_grad():
+            for i in range(1000000):
+                model(torch.randn(8, 32))
+                if i == 50:
+                    print("ready", flush=True)
+                time.sleep(0.001)
+    """)
+    out_json = tmp_path / "r.json"
+    primary, secondary = pty.openpty()
+    proc = _cli(["profile", "--no-store", "-q", "--json", str(out_json), "--", sys.executable, str(script)],
+                stdin=secondary, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert proc.stdout is not None
+        group = int(proc.stdout.readline().split()[1])
+        assert group == os.getpgid(proc.pid)  # the profiler's own group: no group of its own at a terminal
+        assert proc.stdout.readline().strip() == b"ready"
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=60) == 130
+    finally:
+        os.close(primary)
+        os.close(secondary)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert json.loads(out_json.read_text())["metrics"]["workload"]["stop_reason"] == "interrupted"

@@ -78,6 +78,23 @@ def test_metrics_headline_and_distributions() -> None:
     assert [e.source for e in result.errors] == ["profile.workload", "service.workers"]
 
 
+def test_flat_throughput_is_not_s001_when_the_server_ran_in_parallel_or_the_machine_was_full() -> None:
+    # a thread-pool server on a 2-core box: throughput flat from c=1 because the cores are all busy (the load
+    # generator shares them): the flat curve says nothing about one-request-at-a-time serving
+    base = {"load_url": "http://127.0.0.1:8000/predict", "ready_url": "http://127.0.0.1:8000/", "ready_s": 2.5,
+            "stop_exit_status": 0}
+    one_core = {**base, "cpu_at_peak_load": {"server_cpu_percent": 99.0, "machine_cpu_percent": 55.0, "cores": 2}}
+    result = merge_results(profile_result(), load_metrics(), [], None, one_core, duration_s=1.0)
+    assert "S001" in {f.code for f in result.findings}  # one core's worth: serialized, as the latency shows
+    for cpu, said in (({"server_cpu_percent": 160.0, "machine_cpu_percent": 85.0, "cores": 4}, "160% CPU"),
+                      ({"server_cpu_percent": 110.0, "machine_cpu_percent": 97.0, "cores": 2}, "97% busy")):
+        result = merge_results(profile_result(), load_metrics(), [], None, {**base, "cpu_at_peak_load": cpu},
+                               duration_s=1.0)
+        assert "S001" not in {f.code for f in result.findings}
+        assert said in result.metrics["service"]["s001_not_judged"]
+        assert said in render(result, "md")
+
+
 def test_without_load_or_service_evidence() -> None:
     result = merge_results(profile_result(), None, [], None, {"load_url": "http://x/"}, duration_s=1.0)
     assert [f.code for f in result.findings] == ["P006"]

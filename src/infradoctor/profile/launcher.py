@@ -67,6 +67,8 @@ class ProfileOptions:
     """The workload's stderr (default: inherited)."""
     stop_grace_s: float = 5.0
     """Seconds between SIGINT, SIGTERM and SIGKILL when stopping."""
+    own_group: bool | None = None
+    """Run the workload in a process group of its own (default: when not at a terminal)."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,25 @@ class LaunchPlan:
     """Child command line."""
     mode: str
     """``runner`` (python program) or ``sitecustomize`` (any other command)."""
+
+
+LEFTOVER_GRACE_S = 3.0
+"""Seconds a process the workload left running gets between SIGTERM and SIGKILL."""
+
+
+def _at_terminal() -> bool:
+    """Our standard input is a terminal (an interactive session, where Ctrl-C reaches the whole process group)."""
+    try:
+        return os.isatty(0)
+    except OSError:
+        return False
+
+
+def _running(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def plan_command(argv: Sequence[str], cwd: str | None = None) -> LaunchPlan:
@@ -257,6 +278,11 @@ class ProfiledProcess:
         self.stop_reason = "exit"
         self._peak_rss: int | None = None
         self._evidence: ProfileEvidence | None = None
+        # Away from a terminal (CI, nohup, a pipeline) the workload gets a process group of its own, so stopping
+        # it stops everything it started. At a terminal it stays in ours: it keeps the terminal (input(), pdb)
+        # and Ctrl-C reaches it directly, as without the profiler; stopping then ends its process tree.
+        self.own_group = options.own_group if options.own_group is not None else not _at_terminal()
+        self._tree: list[psutil.Process] = []
         try:
             self.popen = subprocess.Popen(  # noqa: S603 - the user's own command
                 list(self.plan.argv),
@@ -265,6 +291,7 @@ class ProfiledProcess:
                 stdin=options.stdin,
                 stdout=options.stdout,
                 stderr=options.stderr,
+                preexec_fn=os.setpgrp if self.own_group else None,  # noqa: PLW1509 - no threads run in the child
             )
         except OSError as exc:
             shutil.rmtree(self.events_dir, ignore_errors=True)
@@ -306,17 +333,65 @@ class ProfiledProcess:
                 return None
             time.sleep(0.02)
 
-    def stop(self, reason: str = "stopped") -> int | None:
-        """SIGINT, then SIGTERM, then SIGKILL, each after the grace period; its exit status."""
+    def stop(self, reason: str = "stopped", grace_s: float | None = None) -> int | None:
+        """SIGINT, then SIGTERM, then SIGKILL, each after the grace period; its exit status.
+
+        The signals go to the workload's process group when it has one of its own; what it started and left
+        running (a forked helper, a worker) is ended too.
+        """
         if self.poll() is None:
             with contextlib.suppress(OSError):
                 (self.events_dir / STOP_MARKER).touch()  # the runner ends quietly on our SIGINT
+        self.remember_tree()
 
         def note_reason(sig: signal.Signals) -> None:
             if self.stop_reason == "exit":
                 self.stop_reason = reason
 
-        return stop_process(self.popen, grace_s=self.options.stop_grace_s, poll=self.poll, before_signal=note_reason)
+        status = stop_process(self.popen, grace_s=self.options.stop_grace_s if grace_s is None else grace_s,
+                              group=self.own_group, poll=self.poll, before_signal=note_reason)
+        self.end_leftovers()
+        return status
+
+    def interrupt(self) -> None:
+        """Pass a Ctrl-C on to the workload when it has a group of its own (at a terminal it got it already)."""
+        if self.own_group and self.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, signal.SIGINT)
+
+    def kill(self) -> None:
+        """SIGKILL the workload and everything it started, now (a second Ctrl-C)."""
+        self.remember_tree()
+        if self.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                if self.own_group:
+                    os.killpg(self.pid, signal.SIGKILL)
+                else:
+                    self.popen.kill()
+        self.end_leftovers(grace_s=0.0)
+
+    def remember_tree(self) -> None:
+        """Note the workload's descendants while it still runs (they are reparented once it exits)."""
+        if self.poll() is not None:
+            return
+        with contextlib.suppress(psutil.Error):
+            known = {p.pid for p in self._tree}
+            self._tree.extend(p for p in psutil.Process(self.pid).children(recursive=True) if p.pid not in known)
+
+    def end_leftovers(self, grace_s: float = LEFTOVER_GRACE_S) -> None:
+        """SIGTERM, then SIGKILL, the workload's descendants that outlived it."""
+        alive = [p for p in self._tree if _running(p)]
+        for child in alive:
+            with contextlib.suppress(psutil.Error):
+                if grace_s > 0:
+                    child.terminate()
+                else:
+                    child.kill()
+        if alive:
+            _, still = psutil.wait_procs(alive, timeout=max(grace_s, 0.5))
+            for child in still:
+                with contextlib.suppress(psutil.Error):
+                    child.kill()
 
     def collect(self) -> ProfileEvidence:
         """Evidence gathered so far (complete once it has ended); removes the events folder after it ended."""
@@ -357,6 +432,8 @@ class ProfiledProcess:
     def __exit__(self, *exc: object) -> None:
         if self.poll() is None:
             self.stop()
+        else:
+            self.end_leftovers()
         self.sampler.stop_event.set()
         self.close()
 

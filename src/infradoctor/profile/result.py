@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from infradoctor.findings import run_rules
 from infradoctor.profile.analyze import analyze, build_metrics, shell_exit_code
 from infradoctor.profile.evidence import ProfileEvidence
-from infradoctor.profile.launcher import ProfileOptions, start_profiled
+from infradoctor.profile.launcher import ProfiledProcess, ProfileOptions, start_profiled
 from infradoctor.profile.rules import RuleOptions
 from infradoctor.result import ErrorNote, Result, new_result, utc_now_iso
 
@@ -88,16 +90,38 @@ def profile_run(
             if proc.wait(timeout_s) is None:
                 proc.stop(reason="stopped")
         except KeyboardInterrupt:
-            deadline = time.monotonic() + proc.options.stop_grace_s
-            while proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if proc.poll() is None:
-                proc.stop(reason="interrupted")
-            proc.stop_reason = "interrupted"
+            with further_interrupts_kill(proc):
+                proc.interrupt()  # the workload's own process group does not hear the terminal
+                deadline = time.monotonic() + proc.options.stop_grace_s
+                while proc.poll() is None and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                if proc.poll() is None:
+                    proc.stop(reason="interrupted")
+                proc.stop_reason = "interrupted"
         evidence = proc.collect()
     finally:
         if proc.poll() is None:
-            proc.stop()
-            proc.popen.send_signal(signal.SIGKILL)
+            proc.kill()
         proc.close()
     return build_result(evidence, started_at=started_at, rule_options=rule_options)
+
+
+@contextlib.contextmanager
+def further_interrupts_kill(proc: ProfiledProcess) -> Iterator[None]:
+    """While a Ctrl-C stops the workload, a second Ctrl-C kills it at once instead of raising.
+
+    The partial result is still written (a second KeyboardInterrupt used to end the profiler and lose it).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def kill_now(signum: int, frame: object) -> None:
+        proc.stop_reason = "interrupted"
+        proc.kill()
+
+    previous = signal.signal(signal.SIGINT, kill_now)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

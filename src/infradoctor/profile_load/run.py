@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import tempfile
@@ -20,9 +19,10 @@ from infradoctor.load.analysis import diagnose as diagnose_load
 from infradoctor.load.command import LoadOptions, LoadRun, measure
 from infradoctor.load.spec import RequestSpec, Target
 from infradoctor.procs import http_status, wait_until
+from infradoctor.profile.evidence import ProfileEvidence
 from infradoctor.profile.instrument import NO_ALLOC_SAMPLING_ENV
 from infradoctor.profile.launcher import ProfiledProcess, ProfileOptions, start_profiled
-from infradoctor.profile.result import build_result
+from infradoctor.profile.result import build_result, further_interrupts_kill
 from infradoctor.profile.rules import RuleOptions
 from infradoctor.profile_load import DEFAULT_LEVELS, DEFAULT_POINT_DURATION_S, DEFAULT_READY_TIMEOUT_S
 from infradoctor.result import ErrorNote, Result, utc_now_iso
@@ -45,8 +45,11 @@ NOT_READY = "service.ready"
 LOAD_FAILED = "service.load"
 """Error source: the load ran and no request succeeded."""
 
-LEFTOVER_GRACE_S = 3.0
-"""Seconds a worker left behind by a stopped supervisor gets between SIGTERM and SIGKILL."""
+PARALLEL_CPU_PERCENT = 130.0
+"""A server whose processes used more than this (100 = one core) at the highest load serves requests in parallel."""
+
+BUSY_MACHINE_PERCENT = 90.0
+"""Mean CPU over all cores from which the machine, not the service, may set the pace."""
 
 
 @dataclass(frozen=True)
@@ -117,26 +120,13 @@ def _child_env(base: Mapping[str, str] | None, serve_dir: str, stall_threshold_s
     return env
 
 
-def _descendants(pid: int) -> list[psutil.Process]:
-    try:
-        return list(psutil.Process(pid).children(recursive=True))
-    except psutil.Error:
-        return []
-
-
 def _stop_server(proc: ProfiledProcess) -> int | None:
-    """Stop the server (SIGINT, SIGTERM, SIGKILL) and any of its processes it left running."""
-    tree = _descendants(proc.pid)
-    status = proc.stop(reason="stopped")
-    alive = [p for p in tree if p.is_running()]
-    for child in alive:
-        with contextlib.suppress(psutil.Error):
-            child.terminate()
-    _, still = psutil.wait_procs(alive, timeout=LEFTOVER_GRACE_S)
-    for child in still:
-        with contextlib.suppress(psutil.Error):
-            child.kill()
-    return status
+    """Stop the server (SIGINT, SIGTERM, SIGKILL) and any of its processes it left running.
+
+    A Ctrl-C meanwhile kills them at once, and the result is still written.
+    """
+    with further_interrupts_kill(proc):
+        return proc.stop(reason="stopped")
 
 
 def _same_layout(a: WorkerLayout, b: WorkerLayout) -> bool:
@@ -230,8 +220,14 @@ def merge_results(
     metrics = dict(profile_result.metrics)
     findings = list(profile_result.findings)
     load = dict(load_metrics or {})
+    service = dict(service)
     if load:
-        findings.extend(diagnose_load(load))
+        load_findings = diagnose_load(load)
+        why = _not_serialized(service.get("cpu_at_peak_load"))
+        if why is not None and any(f.code == "S001" for f in load_findings):
+            load_findings = [f for f in load_findings if f.code != "S001"]
+            service["s001_not_judged"] = why
+        findings.extend(load_findings)
     findings.extend(_service_findings(loops, layout, cwd))
     metrics["load"] = load or None
     metrics["service"] = {
@@ -252,6 +248,39 @@ def merge_results(
         findings=tuple(rank_findings(findings)),
         errors=(*profile_result.errors, *notes),
     )
+
+
+def _not_serialized(cpu: Any) -> str | None:
+    """Why flat throughput does not show one-request-at-a-time serving, from the CPU at the highest load, or None.
+
+    A server whose processes used more than a core serves in parallel; a machine whose cores were all busy (the
+    load generator shares them) sets the pace itself, whatever the service does.
+    """
+    if not isinstance(cpu, Mapping):
+        return None
+    server = cpu.get("server_cpu_percent")
+    machine = cpu.get("machine_cpu_percent")
+    if isinstance(server, (int, float)) and server >= PARALLEL_CPU_PERCENT:
+        return f"the server's processes used {server:.0f}% CPU (more than one core) at the highest load"
+    if isinstance(machine, (int, float)) and machine >= BUSY_MACHINE_PERCENT:
+        return (f"the machine's {cpu.get('cores') or '?'} cores were {machine:.0f}% busy at the highest load: the "
+                "machine, not the service, set the pace")
+    return None
+
+
+def cpu_at(evidence: ProfileEvidence, start: float, end: float) -> dict[str, Any] | None:
+    """The server tree's and the machine's mean CPU between two monotonic times (None without samples)."""
+    samples = [s for s in evidence.system if start <= s.t <= end]
+    if not samples:
+        return None
+    server = [s.process_cpu_percent for s in samples if s.process_cpu_percent is not None]
+    machine = [sum(s.cpu_percent) / len(s.cpu_percent) for s in samples if s.cpu_percent]
+    return {
+        "server_cpu_percent": round(sum(server) / len(server), 1) if server else None,
+        "machine_cpu_percent": round(sum(machine) / len(machine), 1) if machine else None,
+        "cores": max((len(s.cpu_percent) for s in samples), default=0),
+        "samples": len(samples),
+    }
 
 
 def profile_service(
@@ -281,6 +310,7 @@ def profile_service(
     layout: WorkerLayout | None = None
     ready_unix: float | None = None
     ready_s: float | None = None
+    peak_window: tuple[float, float] | None = None
     try:
         proc = start_profiled(argv, popts)
     except BaseException:
@@ -299,6 +329,10 @@ def profile_service(
                 ready_unix = time.time()
                 ready_s = round(time.perf_counter() - t0, 3)
                 load = measure(options.load_options())
+                sweep_end = time.monotonic()
+                last = load.sweep.points[-1] if load.sweep.points else None
+                if last is not None:
+                    peak_window = (sweep_end - float(last.elapsed_s), sweep_end)
                 try:
                     layout = worker_layout(proc.pid)
                 except psutil.Error as exc:
@@ -321,6 +355,7 @@ def profile_service(
         notes.extend(n for n in load.notes if n.source != "load.target")  # (LOAD_FAILED says it for the service)
         if not any(p.ok for p in load.sweep.points):
             notes.append(ErrorNote(LOAD_FAILED, f"no request to {spec.url} succeeded"))
-    service = {"load_url": spec.url, "ready_url": probe, "ready_s": ready_s, "stop_exit_status": stop_status}
+    service = {"load_url": spec.url, "ready_url": probe, "ready_s": ready_s, "stop_exit_status": stop_status,
+               "cpu_at_peak_load": cpu_at(evidence, *peak_window) if peak_window is not None else None}
     return merge_results(profile_result, load_metrics, loops, layout, service, notes,
                          duration_s=time.perf_counter() - t0, cwd=(rule_options or RuleOptions()).cwd)

@@ -20,6 +20,10 @@ How it is measured:
     service measured over a few dozen requests shows a ratio near half the concurrency ratio). Open-loop runs do
     not vary concurrency and are not judged.
 
+    Severity: high when serving one at a time costs the users something the run can show: the high point breaks
+    the ``--slo`` stored with the run or has read timeouts; otherwise medium, with the numbers (a serialized
+    service whose latency still looks fine at the concurrency tested is a capacity ceiling, not yet an outage).
+
     On a busy machine the client itself leaves gaps between a response and the next request at concurrency 1
     (the server idles while the generator waits for a core), which lowers ``throughput_a`` and makes a serialized
     service look as if it scaled. So flat throughput is also read through Little's law: the requests the service
@@ -86,10 +90,17 @@ def check(evidence: LoadEvidence, options: Mapping[str, Any] | None = None) -> l
     one_at_a_time = scaling < MAX_SCALING or (parallelism < MAX_SCALING and scaling < CLIENT_GAP_SCALING)
     if not one_at_a_time or latency_ratio < LATENCY_SHARE * ratio:
         return []
+    slo_broken = evidence.slo.broken_by(high) if evidence.slo is not None else None
+    harm = []
+    if slo_broken:
+        harm.append(f"the SLO {evidence.slo.text} is broken at concurrency {high.level:g}")  # type: ignore[union-attr]
+    if high.read_timeouts:
+        harm.append(f"{high.read_timeouts} requests timed out")
     return [
         RULE.finding(
             f"Throughput stays at {low.throughput_rps:.1f} -> {high.throughput_rps:.1f} req/s from concurrency "
-            f"{low.level:g} to {high.level:g} while median latency grows {latency_ratio:.1f}x",
+            f"{low.level:g} to {high.level:g} while median latency grows {latency_ratio:.1f}x"
+            + (f"; {', '.join(harm)}" if harm else ""),
             {
                 "low_concurrency": low.level,
                 "high_concurrency": high.level,
@@ -100,6 +111,10 @@ def check(evidence: LoadEvidence, options: Mapping[str, Any] | None = None) -> l
                 "high_p50_ms": round(high.p50_ms, 3),
                 "latency_ratio": round(latency_ratio, 3),
                 "effective_parallelism": round(parallelism, 2),
+                "high_p99_ms": round(high.p99_ms, 3),
+                "read_timeouts": high.read_timeouts,
+                "slo_broken": slo_broken,
             },
+            severity=Severity.HIGH if harm else Severity.MEDIUM,
         )
     ]

@@ -24,8 +24,12 @@ def _site(loop: Mapping[str, Any]) -> str | None:
     return str(busy[0].get("site")) if busy else None
 
 
-def _share(value: Any) -> str | None:
-    return f"{100 * value:.0f}%" if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+def _share(loop: Mapping[str, Any]) -> str | None:
+    """Share of busy probes that found user code on the loop (None when the monitor did not probe)."""
+    value = loop.get("busy_user_share")
+    if not loop.get("probes") or not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    return f"{100 * value:.0f}%"
 
 
 def service_sections(result: Result) -> list[Section]:
@@ -44,12 +48,16 @@ def service_sections(result: Result) -> list[Section]:
     stopped = service.get("stop_exit_status")
     lines = [f"load URL {service.get('load_url')}; {answered}"
              + (f"; exit status after stop {stopped}" if stopped is not None else "")]
+    if service.get("s001_not_judged"):
+        lines.append(f"S001 not judged: {service['s001_not_judged']}")
     loops = [x for x in service.get("loop") or () if isinstance(x, Mapping)]
+    if any(x.get("probes") for x in loops):
+        lines.append("busy: share of probes that found the user's code running on the loop")
     if loops:
         out.append(Section("Event loop (after start-up)", tables=[Table(
-            ("pid", "lag p50 ms", "lag p99 ms", "lag max ms", "stalls", "blocked s", "user code on loop", "blocked by"),
+            ("pid", "lag p50 ms", "lag p99 ms", "lag max ms", "stalls", "blocked s", "busy", "blocked by"),
             [(str(x.get("pid")), x.get("lag_p50_ms"), x.get("lag_p99_ms"), x.get("lag_max_ms"), x.get("stall_count"),
-              x.get("blocked_s"), _share(x.get("busy_user_share")), _site(x)) for x in loops],
+              x.get("blocked_s"), _share(x), _site(x)) for x in loops],
         )], lines=lines))
     else:
         out.append(Section("Event loop (after start-up)", lines=[*lines, "no event loop was seen in the server"]))
