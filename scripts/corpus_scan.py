@@ -19,6 +19,7 @@ Examples:
     scripts/corpus_scan.py --python .venv/bin/python --pythonpath /work/baseline/src --json /tmp/baseline.json
     scripts/corpus_scan.py --pythonpath src --only karpathy/nanoGPT
     scripts/corpus_scan.py --pythonpath src --runs 2          # scan twice and report any difference
+    scripts/corpus_scan.py --pythonpath src --set held-out-2  # only the second held-out set
     scripts/corpus_scan.py --pythonpath /work/baseline/src --sample 40 --seed 15   # print the seeded sample
 """
 
@@ -200,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--python", default=str(ROOT / ".venv" / "bin" / "python"), help="interpreter that runs scan")
     ap.add_argument("--pythonpath", default=str(ROOT / "src"), help="PYTHONPATH for scan ('' keeps the environment's)")
     ap.add_argument("--only", action="append", default=[], metavar="REPO", help="only this owner/name (repeatable)")
+    ap.add_argument("--set", action="append", default=[], dest="sets", metavar="SET",
+                    help="only repositories of this set in the corpus list (development, held-out, held-out-2)")
     ap.add_argument("--json", metavar="OUT", help="write the whole comparison as JSON to OUT")
     ap.add_argument("--repos", default=str(CORPUS / "repos.json"), help="corpus list (default: %(default)s)")
     ap.add_argument("--mirror-root", default="/work/.mirror", help="where the bare mirrors are")
@@ -221,6 +224,10 @@ def main(argv: list[str] | None = None) -> int:
         repos = [r for r in repos if r["repo"] in args.only]
         if not repos:
             raise SystemExit(f"none of {args.only} is in {args.repos}")
+    if args.sets:
+        repos = [r for r in repos if r.get("set", "development") in args.sets]
+        if not repos:
+            raise SystemExit(f"no repository of set {args.sets} in {args.repos}")
     extra = scan_flags(args.python, args.pythonpath or None)
     if args.select:
         extra += ["--select", args.select]
@@ -243,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     for entry in repos:
         repo, commit = entry["repo"], entry["commit"]
         git_dir = Path(args.mirror_root) / repo.replace("/", "+") / "repo"
+        if (git_dir / ".git").is_dir():  # a snapshot that came as a work tree
+            git_dir = git_dir / ".git"
         if not git_dir.is_dir():
             print(f"skip {repo}: no mirror at {git_dir}", file=sys.stderr)
             repo_rows.append({"repo": repo, "skipped": "no mirror"})
