@@ -12,7 +12,7 @@ from infradoctor.scan import knowledge as K
 from infradoctor.scan import values as V
 from infradoctor.scan.context import CallInfo, FileContext, Scope
 from infradoctor.scan.index import FunctionInfo
-from infradoctor.scan.syntax import dotted, is_model_name, names_in
+from infradoctor.scan.syntax import dotted, is_model_name, names_in, subscript_key
 
 __all__ = ["assigned_kind", "classify", "classify_model_call", "model_load_kind"]
 
@@ -139,6 +139,11 @@ def classify_model_call(call: CallInfo, ctx: FileContext) -> None:
         return
     if isinstance(func, ast.Attribute):
         receiver_key = dotted(func.value)
+        entry = subscript_key(func.value) if receiver_key is None else None
+        if entry is not None:  # `request.app["model"].predict(x)`: judged by the key's name alone
+            if is_model_name(entry) and name in K.BLOCKING_MODEL_METHODS:
+                call.held_key, call.model, call.work = ast.unparse(func.value), V.NAMED, True
+            return
         if receiver_key is not None and receiver_key not in ("self", "cls"):
             kind = ctx.key_kind(receiver_key)
             if kind in V.MODEL_KINDS:
@@ -158,6 +163,10 @@ def classify_model_call(call: CallInfo, ctx: FileContext) -> None:
             elif kind is not None:
                 return  # a method of something known not to be a model (a pydantic object, a tokenizer)
     key = call.key
+    if key is None and node.args and is_model_name(subscript_key(func)):
+        call.held_key, call.model, call.work = ast.unparse(func), V.NAMED, True  # `app.state["model"](x)`
+        call.forward = True
+        return
     if key is None or not (node.args or node.keywords):
         return
     last = key.rsplit(".", 1)[-1]

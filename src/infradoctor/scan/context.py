@@ -89,6 +89,8 @@ class LoopFrame:
     """Names whose content the loop changes in place (``tokens[:, pos] = t``, ``x += y``): a recurrence."""
     unpacked: bool = False
     """The header unpacks each item (``for x, y in data``) without enumerate/zip: items are tuples (batches)."""
+    iterable: ast.AST | None = None
+    """What the loop walks, with ``enumerate``/``zip``/``tqdm`` wrappers taken off; None for ``while``."""
     hot: bool = False
     """The loop, or a loop inside it, runs model calls or training steps."""
     direct_hot: bool = False
@@ -153,6 +155,9 @@ class Scope:
     """The function exports a model (``torch.onnx.export``, ``torch.jit.trace``): forwards are for shapes."""
     test: bool = False
     """A test function (``test_*``) or pytest fixture."""
+    startup: bool = False
+    """Start-up or shutdown code (a lifespan, ``@app.on_event("startup")``, ``on_startup=[...]``): it runs before
+    the server takes requests or after it stops, not per request."""
     kinds: dict[str, str | None] = field(default_factory=dict)
     """Name -> kind (:mod:`infradoctor.scan.values`) of what was assigned to it so far."""
     deps: dict[str, set[str]] = field(default_factory=dict)
@@ -369,7 +374,7 @@ class FileContext:
         if target is None or head in self.index.shadowed:
             if not rest and head in ("open", "input", "print", "next") and head not in self.defined:
                 return f"builtins.{head}"
-            return None
+            return self.index.star_resolve(key) if self.index.star_modules else None
         return f"{target}.{rest}" if rest else target
 
     def resolve_expr(self, node: ast.AST | None) -> str | None:

@@ -202,12 +202,19 @@ def run_rules(tree: ast.Module, path: str, codes: frozenset[str], *, test: bool 
     """
     if test:
         codes = codes & TEST_CODES
+    elif test_folder:
+        codes = codes - TEST_FOLDER_SKIPPED
     ctx = visit_file(tree, path, rule_set(codes), test=test, test_folder=test_folder)
     return [h for h in ctx.hits if h.code in codes], ctx.facts
 
 
 TEST_CODES = frozenset({"C013", "C014"})
 """Rules that run on test code by default (security and deployment; the others are about performance)."""
+
+TEST_FOLDER_SKIPPED = frozenset({"C006", "C007", "C009", "C010", "C011"})
+"""Rules that do not run on the other files of a test folder (helpers, scripts a test starts, servers for
+end-to-end tests): loops and data loading there run a test's few samples. Request handlers there are still checked
+(C001, C003, C004)."""
 
 
 @dataclass

@@ -20,7 +20,14 @@ import ast
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from infradoctor.scan.knowledge import MODULE_EVIDENCE_METHODS
+from infradoctor.scan.knowledge import (
+    MODULE_EVIDENCE_METHODS,
+    STARTUP_DECORATORS,
+    STARTUP_EVENTS,
+    STARTUP_KEYWORDS,
+    STARTUP_LISTS,
+    known_qualname,
+)
 
 Value = ast.expr | None
 """An assigned value; None when the assignment is an unpacking whose element is not known."""
@@ -88,10 +95,32 @@ class FileIndex:
     """Names bound by relative imports (what they are is not known)."""
     module_evidence: set[str] = field(default_factory=set)
     """Names on which a statement calls an ``nn.Module``-only method (``self.model.eval()``): they hold modules."""
+    star_modules: list[str] = field(default_factory=list)
+    """Modules imported with ``from X import *`` (absolute imports only)."""
+    bound: set[str] = field(default_factory=set)
+    """Every name assigned or taken as a parameter anywhere in the file (a star import does not reach them)."""
+    startup: set[str] = field(default_factory=set)
+    """Names of functions and methods that run at start-up or shutdown, not per request: passed as ``lifespan=``/
+    ``on_startup=`` to an app, appended to aiohttp's ``app.on_startup``, ``add_event_handler("startup", f)``,
+    or decorated ``@app.on_event("startup")``/``@app.before_serving``/Sanic listeners."""
 
     def function_of(self, node: ast.AST) -> FunctionInfo | None:
         """The index entry of a definition node."""
         return self.by_node.get(id(node))
+
+    def star_resolve(self, key: str) -> str | None:
+        """``transformers.pipeline`` for ``pipeline`` after ``from transformers import *``, or None.
+
+        Only a name no statement of the file binds, and only to a name the scan knows.
+        """
+        head = key.partition(".")[0]
+        if head in self.bound or head in self.defined or head in self.shadowed:
+            return None
+        for module in self.star_modules:
+            qual = f"{module}.{key}"
+            if known_qualname(qual):
+                return qual
+        return None
 
 
 def _dotted(node: ast.AST | None) -> str | None:
@@ -153,12 +182,19 @@ class _Indexer:
             for target in targets:
                 for t, v in _pairs(target, value):
                     self.bind(t, v, fn, cls)
+                if isinstance(target, ast.Attribute) and target.attr == "lifespan_context":
+                    self.startup_ref(value)  # app.router.lifespan_context = lifespan
+            if isinstance(value, ast.Call):
+                self.startup_call(value)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             index.defined.add(node.name)
             params: dict[str, ast.expr | None] = {}
             a = node.args
             for arg in (*a.posonlyargs, *a.args, *a.kwonlyargs, *(x for x in (a.vararg, a.kwarg) if x)):
                 params[arg.arg] = arg.annotation
+            index.bound.update(params)
+            if any(_startup_decorator(d) for d in node.decorator_list):
+                index.startup.add(node.name)
             owner = cls if fn is None else None
             if owner is not None:
                 qual = f"{owner.name}.{node.name}"
@@ -185,6 +221,8 @@ class _Indexer:
             value = node.value
             if fn is not None and isinstance(value, (ast.Yield, ast.YieldFrom)):
                 fn.generator = True
+            if isinstance(value, ast.Call):
+                self.startup_call(value)
             while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
                 if value.func.attr in MODULE_EVIDENCE_METHODS:
                     key = _root(value.func.value)
@@ -210,6 +248,8 @@ class _Indexer:
             for alias in node.names:
                 if alias.name != "*":
                     index.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+                elif node.module not in index.star_modules:
+                    index.star_modules.append(node.module)
         elif isinstance(node, ast.If):
             if fn is None and cls is None and _is_main_guard(node.test):
                 index.main_guard = True
@@ -233,10 +273,44 @@ class _Indexer:
             for case in node.cases:
                 self.body(case.body, fn, cls)
 
+    def startup_ref(self, node: ast.expr | None) -> None:
+        """Record the function a start-up registration names (``lifespan``, ``self.load``, a list of them)."""
+        if isinstance(node, (ast.List, ast.Tuple)):
+            for element in node.elts:
+                self.startup_ref(element)
+        elif isinstance(node, ast.Name):
+            self.index.startup.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            self.index.startup.add(node.attr)
+
+    def startup_call(self, call: ast.Call) -> None:
+        """Start-up registrations in a call.
+
+        ``FastAPI(lifespan=f)``, ``app.on_startup.append(f)``, ``app.add_event_handler("startup", f)``, also one
+        call deep (``serve.ingress(FastAPI(lifespan=f))``).
+        """
+        func = call.func
+        for kw in call.keywords:
+            if kw.arg in STARTUP_KEYWORDS:
+                self.startup_ref(kw.value)
+        if isinstance(func, ast.Attribute):
+            if func.attr == "append" and isinstance(func.value, ast.Attribute) and func.value.attr in STARTUP_LISTS:
+                for arg in call.args:
+                    self.startup_ref(arg)
+            elif func.attr == "add_event_handler" and len(call.args) >= 2 and isinstance(
+                    call.args[0], ast.Constant) and call.args[0].value in STARTUP_EVENTS:
+                self.startup_ref(call.args[1])
+        for arg in call.args:
+            if isinstance(arg, ast.Call):
+                for kw in arg.keywords:
+                    if kw.arg in STARTUP_KEYWORDS:
+                        self.startup_ref(kw.value)
+
     def bind(self, target: ast.expr, value: Value, fn: FunctionInfo | None, cls: ClassInfo | None) -> None:
         index = self.index
         if isinstance(target, ast.Name):
             name = target.id
+            index.bound.add(name)
             if fn is None:
                 if cls is None:
                     index.module_assigns.setdefault(name, []).append(value)
@@ -256,6 +330,17 @@ class _Indexer:
         elif isinstance(target, (ast.Tuple, ast.List)):
             for t, v in _pairs(target, value):
                 self.bind(t, v, fn, cls)
+
+
+def _startup_decorator(dec: ast.expr) -> bool:
+    """``@app.on_event("startup")``, ``@app.listener("before_server_start")``, ``@app.before_serving``."""
+    if isinstance(dec, ast.Call):
+        func = dec.func
+        if isinstance(func, ast.Attribute) and func.attr in ("on_event", "listener", "register_listener") and (
+                dec.args and isinstance(dec.args[0], ast.Constant) and dec.args[0].value in STARTUP_EVENTS):
+            return True
+        dec = func
+    return isinstance(dec, ast.Attribute) and dec.attr in STARTUP_DECORATORS
 
 
 def index_file(tree: ast.Module) -> FileIndex:

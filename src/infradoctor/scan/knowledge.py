@@ -247,7 +247,8 @@ FOREIGN_MODEL_PRODUCERS = frozenset(
         "keras.models.load_model", "keras.saving.load_model", "tensorflow.saved_model.load", "ultralytics.YOLO",
         "ctranslate2.Generator", "ctranslate2.Translator", "llama_cpp.Llama", "tritonclient.http.InferenceServerClient",
         "xgboost.Booster", "lightgbm.Booster", "paddleocr.PaddleOCR", "easyocr.Reader", "spacy.load",
-        "tensorflow.lite.Interpreter", "tflite_runtime.interpreter.Interpreter",
+        "tensorflow.lite.Interpreter", "tflite_runtime.interpreter.Interpreter", "inspireface.InspireFaceSession",
+        "insightface.app.FaceAnalysis", "insightface.model_zoo.get_model",
     }
 )
 """Calls that build a model of another framework: its calls block an event loop, but autograd is not torch's."""
@@ -340,9 +341,17 @@ TRAINER_FITS = frozenset({"fit", "train"})
 
 EXPORTERS = frozenset(
     {"torch.onnx.export", "torch.jit.trace", "torch.jit.script", "torch.export.export", "torch.onnx.dynamo_export",
-     "torch.jit.trace_module"}
+     "torch.jit.trace_module",
+     # conversion to other runtimes: TF/Keras, TFLite, OpenVINO, ONNX, Core ML, TensorRT
+     "tensorflow.lite.TFLiteConverter.from_keras_model", "tensorflow.lite.TFLiteConverter.from_saved_model",
+     "tensorflow.lite.TFLiteConverter.from_concrete_functions", "tensorflow.saved_model.save",
+     "tensorflow.keras.models.save_model", "keras.models.save_model", "keras.saving.save_model",
+     "openvino.convert_model", "openvino.save_model", "openvino.serialize", "openvino.runtime.serialize",
+     "openvino.tools.mo.convert_model", "onnx.save", "onnx.save_model", "onnxsim.simplify", "coremltools.convert",
+     "tensorrt.Builder", "torch_tensorrt.compile", "tf2onnx.convert.from_keras", "onnx_tf.backend.prepare"}
 )
-"""Export calls: a forward next to one runs once for shapes, not as inference to speed up."""
+"""Export and conversion calls: a forward next to one runs once for shapes or to check the converted model, not as
+inference to speed up."""
 
 HANDLER_BASES = {
     "ts.torch_handler.base_handler.BaseHandler": ("torchserve", frozenset({"handle", "inference", "preprocess",
@@ -401,3 +410,55 @@ ACCELERATOR_OBJECTS = frozenset(
      "pytorch_lightning.lite.LightningLite"}
 )
 """Framework objects that move data to the accelerator (``accelerator.device``, ``fabric.device``)."""
+
+TORCH_LOAD_WRAPPERS = {"ultralytics.utils.patches.torch_load": "ultralytics' torch_load()"}
+"""Library functions that call ``torch.load`` with ``weights_only=False`` unless told otherwise (C014 treats them as
+``torch.load`` with the unsafe default): qualified name -> how a message names it."""
+
+BATCH_SPLITTERS = frozenset({"torch.chunk", "torch.split", "torch.tensor_split", "torch.unbind"})
+"""Calls that cut a batch the code already holds into pieces: a loop over the pieces is a deliberate choice (a
+backend with a fixed batch size, bounded memory), not per-sample work waiting to be batched (C007)."""
+
+BATCH_SPLIT_METHODS = frozenset({"chunk", "tensor_split", "unbind"})
+"""Tensor methods that cut a batch into pieces (``im.chunk(n)``); ``split`` is left out: strings have one."""
+
+SYNC_CLIENTS = frozenset(
+    {"boto3.client", "boto3.resource", "boto3.session.Session.client", "boto3.session.Session.resource",
+     "requests.Session", "requests.sessions.Session", "httpx.Client", "urllib3.PoolManager",
+     "huggingface_hub.InferenceClient"}
+)
+"""Constructors of synchronous network clients: a method call on the object does network I/O and blocks an event
+loop (C003)."""
+
+SYNC_CLIENT_SAFE_METHODS = frozenset({"close", "mount", "headers", "cookies", "meta", "exceptions", "get_paginator",
+                                      "get_waiter", "can_paginate", "generate_presigned_url"})
+"""Methods of such clients that do no network I/O."""
+
+STARTUP_KEYWORDS = frozenset({"lifespan", "on_startup", "on_shutdown"})
+"""Keywords of app constructors that name start-up and shutdown code (``FastAPI(lifespan=lifespan)``,
+``Starlette(on_startup=[load])``): it runs before or after serving, not per request."""
+
+STARTUP_EVENTS = frozenset({"startup", "shutdown", "before_server_start", "after_server_start",
+                            "before_server_stop", "after_server_stop", "main_process_start"})
+"""Event names of start-up and shutdown hooks (``@app.on_event("startup")``, Sanic listeners)."""
+
+STARTUP_DECORATORS = frozenset({"before_serving", "after_serving", "before_server_start", "after_server_start",
+                                "before_server_stop", "after_server_stop", "main_process_start", "on_startup",
+                                "on_shutdown"})
+"""Decorator attributes that register start-up and shutdown hooks (Quart ``@app.before_serving``, Sanic)."""
+
+STARTUP_LISTS = frozenset({"on_startup", "on_shutdown", "on_cleanup", "cleanup_ctx"})
+"""aiohttp's hook lists (``app.on_startup.append(load_model)``)."""
+
+
+def known_qualname(qual: str) -> bool:
+    """A qualified name the scan has knowledge of (a loader, a producer, a blocking call, a grad disabler ...)."""
+    return qual in _KNOWN or qual.startswith(_KNOWN_PREFIXES)
+
+
+_KNOWN = (MODEL_LOADERS | MODEL_PRODUCERS | PIPELINE_PRODUCERS | FOREIGN_MODEL_PRODUCERS | frozenset(BLOCKING_CALLS)
+          | GRAD_DISABLERS | EXPORTERS | DATALOADERS | APP_CONSTRUCTORS | OFFLOADERS | ACCELERATOR_OBJECTS
+          | RAY_SERVE_DECORATORS | ROUTE_FACTORIES | frozenset(TORCH_LOAD_WRAPPERS) | BATCH_SPLITTERS
+          | SYNC_CLIENTS | HOST_TENSOR_FACTORIES)
+_KNOWN_PREFIXES = (*MODEL_LOADER_PREFIXES, *FOREIGN_MODEL_PREFIXES, *PIPELINE_PRODUCER_PREFIXES, "torch.nn.",
+                   "torch.cuda.")

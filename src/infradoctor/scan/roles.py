@@ -9,9 +9,12 @@ import ast
 
 from infradoctor.scan import knowledge as K
 from infradoctor.scan.context import FileContext, Scope
-from infradoctor.scan.syntax import dotted, names_in
+from infradoctor.scan.syntax import dotted, names_in, root_key
 
-__all__ = ["disables_grad", "once_test", "route_decorator"]
+__all__ = ["disables_grad", "lazy_guard", "once_test", "route_decorator"]
+
+_GUARD_OPS = (ast.Is, ast.IsNot, ast.In, ast.NotIn)
+_FILLERS = frozenset({"setdefault", "update", "append", "add", "__setitem__", "extend", "insert"})
 
 
 def disables_grad(dec: ast.expr, qual: str | None, ctx: FileContext, cache: dict[str, bool]) -> bool:
@@ -65,4 +68,70 @@ def once_test(test: ast.expr, scope: Scope) -> bool:
             loop_names = set().union(*(f.targets for f in scope.loops))
             if names_in(sub) & loop_names:
                 return True
+    return False
+
+
+def lazy_guard(node: ast.If, ctx: FileContext) -> bool:
+    """``if model is None: model = load()``: a lazy-initialisation guard, whose body runs once.
+
+    The test has the shape of one (``not x``, ``x is None``, ``k not in cache``, ``hasattr(self, "m")``) and the
+    body sets what it tests: assigns it, fills it (``cache[k] = ...``, ``cache.setdefault``), or calls a function of
+    the file that assigns it (``global model`` in a loader, ``self._load()`` setting ``self.model``). A test that
+    only looks like one (``if ext in ALLOWED:``) guards nothing: a load under it runs on every request.
+    """
+    test = node.test
+    if not (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) or (
+            isinstance(test, ast.Compare) and any(isinstance(op, _GUARD_OPS) for op in test.ops)) or (
+            isinstance(test, ast.Call) and dotted(test.func) in ("hasattr", "getattr"))):
+        return False
+    tested = _tested(test)
+    if not tested:
+        return False
+    for stmt in node.body:
+        for sub in ast.walk(stmt):
+            if isinstance(sub, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
+                if any(_sets(root_key(t), tested) for t in targets):
+                    return True
+            elif isinstance(sub, ast.Call) and _call_sets(sub, tested, ctx):
+                return True
+    return False
+
+
+def _tested(test: ast.expr) -> set[str]:
+    keys: set[str] = set()
+    for sub in ast.walk(test):
+        if isinstance(sub, ast.Call) and dotted(sub.func) in ("hasattr", "getattr") and len(sub.args) >= 2 and (
+                isinstance(sub.args[1], ast.Constant) and isinstance(sub.args[1].value, str)):
+            base = dotted(sub.args[0])
+            if base is not None:
+                keys.add(f"{base}.{sub.args[1].value}")
+        elif isinstance(sub, (ast.Name, ast.Attribute)):
+            key = dotted(sub)
+            if key is not None:
+                keys.add(key)
+    return keys - {"self", "cls", "None", "hasattr", "getattr"}
+
+
+def _sets(key: str | None, tested: set[str]) -> bool:
+    if key is None or key in ("self", "cls"):
+        return False
+    return any(key == t or t.startswith(key + ".") or key.startswith(t + ".") for t in tested)
+
+
+def _call_sets(call: ast.Call, tested: set[str], ctx: FileContext) -> bool:
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr in _FILLERS and _sets(root_key(func.value), tested):
+        return True  # cache.setdefault(key, load())
+    index = ctx.index
+    if isinstance(func, ast.Name):
+        fn = index.functions.get(func.id)
+        return fn is not None and bool(fn.globals & tested)  # a loader that sets `global model`
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ("self", "cls"):
+        cls = ctx.env.cls
+        method = ctx.values.method(cls, func.attr) if cls is not None else None
+        if method is None or cls is None:
+            return False
+        return any(fn is method and _sets(f"self.{attr}", tested)
+                   for attr, assigned in cls.attrs.items() for _value, fn in assigned)
     return False

@@ -19,6 +19,20 @@ def dotted(node: ast.AST | None) -> str | None:
     return None
 
 
+def subscript_key(node: ast.AST | None) -> str | None:
+    """``request.app.model`` for ``request.app["model"]``, else None.
+
+    An entry of a container under a name-like string key: aiohttp's app state, a dict of models.
+    """
+    if not isinstance(node, ast.Subscript):
+        return None
+    key = node.slice
+    if not (isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value.isidentifier()):
+        return None
+    base = dotted(node.value)
+    return f"{base}.{key.value}" if base is not None else None
+
+
 def root_key(node: ast.AST | None) -> str | None:
     """Dotted name of the value a method chain starts from: ``model`` for ``model.to(dev).half()``/``x[0]``."""
     while True:

@@ -15,7 +15,8 @@ parameter's annotation. Kinds:
 - :data:`NOT_MODEL`: known not to be a model: pydantic models, tokenizers, processors, configs, lambdas, functions,
   literals and containers;
 - data-flow kinds for the loop rules: a model output or loss (they carry the autograd graph), pinned memory, a
-  (pinned) DataLoader, a CUDA device, a host tensor, an app, an accelerator object.
+  (pinned) DataLoader, a CUDA device, a host tensor, an app, an accelerator object, the pieces of a batch cut with
+  ``torch.chunk``/``split``/``unbind``, a synchronous network client (boto3, ``requests.Session``).
 
 ``None`` means unknown; callers then judge by the name alone, as before this module existed.
 """
@@ -45,6 +46,8 @@ CUDA = "cuda"
 HOST = "host_tensor"
 APP = "app"
 ACCELERATOR = "accelerator"
+SPLIT = "batch_pieces"
+SYNC_CLIENT = "sync_client"
 NONE_CONST = "none"
 
 MODEL_KINDS = frozenset({MODEL, PIPELINE, FOREIGN})
@@ -162,7 +165,7 @@ class Values:
         head, _, rest = key.partition(".")
         target = self.aliases.get(head)
         if target is None or head in self.index.shadowed:
-            return None
+            return self.index.star_resolve(key) if self.index.star_modules else None
         return f"{target}.{rest}" if rest else target
 
     def _memo(self, key: tuple[object, ...], compute: object) -> str | None:
@@ -460,6 +463,8 @@ class Values:
                 return None
             if name == "pin_memory":
                 return PINNED
+            if name in K.BATCH_SPLIT_METHODS:
+                return SPLIT
             if name in ("cpu", "numpy", "tolist", "item", "detach"):
                 return HOST if name != "detach" else None
             if key and key.startswith(("self.", "cls.")) and key.count(".") == 1 and env.cls is not None:
@@ -503,6 +508,10 @@ class Values:
         if qual.startswith("torch.nn.") and last[:1].isupper() and last not in ("Parameter", "ParameterList",
                                                                                  "ParameterDict"):
             return NOT_MODEL if K.FUNCTIONAL_LAYER_RE.search(last) else MODEL
+        if qual in K.BATCH_SPLITTERS:
+            return SPLIT
+        if qual in K.SYNC_CLIENTS or (qual.startswith("boto3.") and last in ("client", "resource")):
+            return SYNC_CLIENT
         if qual in K.HOST_TENSOR_FACTORIES:
             return HOST if keyword(node, "device") is None else None
         if qual in ("functools.partial", "operator.itemgetter"):

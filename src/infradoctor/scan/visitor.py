@@ -22,7 +22,7 @@ from infradoctor.scan import values as V
 from infradoctor.scan.calls import assigned_kind, classify, classify_model_call, model_load_kind
 from infradoctor.scan.context import CallInfo, FileContext, Hit, LoopFrame, Scope
 from infradoctor.scan.index import index_file
-from infradoctor.scan.roles import disables_grad, once_test, route_decorator
+from infradoctor.scan.roles import disables_grad, lazy_guard, once_test, route_decorator
 from infradoctor.scan.syntax import chain_has, dotted, names_in, root_key
 
 # Re-exported for rule modules written against the visitor.
@@ -30,7 +30,6 @@ __all__ = ["CallInfo", "FileContext", "FileVisitor", "Hit", "LoopFrame", "Scope"
            "model_load_kind", "visit_file"]
 
 _AST = ast.AST
-_GUARD_OPS = (ast.Is, ast.IsNot, ast.In, ast.NotIn)
 _NO_GRAD_SETTERS = ("torch.set_grad_enabled", "torch.autograd.set_grad_enabled")
 
 
@@ -150,6 +149,7 @@ class FileVisitor:
             scope.cls, scope.category = parent.cls, parent.category
         elif parent.is_function:
             scope.cls, scope.category, scope.test = parent.cls, parent.category, parent.test
+            scope.startup = parent.startup
         return scope
 
     def visit_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -161,6 +161,8 @@ class FileVisitor:
         self.visit_all([node.returns])
         scope = self._child_scope("async" if isinstance(node, ast.AsyncFunctionDef) else "def", node.name, node)
         scope.info = ctx.index.function_of(node)
+        if node.name in ctx.index.startup:
+            scope.startup = True
         for dec in node.decorator_list:
             qual = ctx.resolve_expr(dec)
             if disables_grad(dec, qual, ctx, self._disabler_cache):
@@ -250,9 +252,13 @@ class FileVisitor:
             if iter_key is not None:
                 kind = scope.kinds.get(iter_key) if iter_key in scope.kinds else ctx.key_kind(iter_key)
                 pinned = kind in (V.PINNED_LOADER, V.PINNED)
+        inner_iterable = inner if iterable is not None else None
+        used = names_in(inner_iterable) if inner_iterable is not None else set()
         for name in targets:
             scope.kinds[name] = V.PINNED if pinned else None
-        frame = LoopFrame(node, targets, iter_key, unpacked=unpacked)
+            if used:  # `for f in files:` keeps f derived from files (where a loaded path came from, C014)
+                scope.deps[name] = scope.deps.get(name, set()) | used
+        frame = LoopFrame(node, targets, iter_key, unpacked=unpacked, iterable=inner_iterable)
         for outer in scope.loops:
             outer.assigned.update(targets)
         scope.loops.append(frame)
@@ -334,13 +340,14 @@ class FileVisitor:
         ctx = self.ctx
         scope = ctx.scope
         test = node.test
+        if isinstance(test, ast.Constant):  # `if 1:` ... `else:`, `if False:`: only one branch ever runs
+            self.visit_body(node.body if test.value else node.orelse)
+            return
         exits = any(isinstance(s, (ast.Break, ast.Return)) for s in node.body)
         scope.exit_tests += exits
         self.visit(test)
         scope.exit_tests -= exits
-        guard = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) or (
-            isinstance(test, ast.Compare) and any(isinstance(op, _GUARD_OPS) for op in test.ops)) or (
-            isinstance(test, ast.Call) and dotted(test.func) in ("hasattr", "getattr"))
+        guard = lazy_guard(node, ctx)
         once = scope.loops and once_test(test, scope)
         scope.guards += guard
         scope.once_guards += bool(once)
@@ -357,6 +364,8 @@ class FileVisitor:
         if value is not None:
             self._assign = (value, [k for k in map(dotted, targets) if k])
             self._assigned_call = None
+            if all(isinstance(t, ast.Name) and t.id == "_" for t in targets):
+                self._discarded = value  # `_ = model(x)`: a dry run, the result is thrown away
             self.ctx.sinks.append("assign")
             self.visit(value)
             self.ctx.sinks.pop()

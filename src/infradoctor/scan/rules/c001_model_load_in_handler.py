@@ -22,8 +22,10 @@ How it is measured:
     from decorators on names bound to ``FastAPI()``/``Flask()``/... or route paths, and from registration calls
     anywhere in the file. A load guarded by a lazy-initialisation test (``if model is None:``, ``if not cache``,
     ``if key not in cache``) is accepted: it runs once; so is a helper decorated with ``functools.cache`` or
-    ``lru_cache``. A method that only shares its name with a route function is not that route. Tokenizers and
-    processors (``AutoTokenizer.from_pretrained``) are not counted as model loads.
+    ``lru_cache``. A test is lazy initialisation only when its body sets what it tests (assigns or fills it, or calls
+    a function of the file that does: a loader declaring ``global model``, a method assigning ``self.net``);
+    ``if ext in ALLOWED:`` guards nothing. A method that only shares its name with a route function is not that
+    route. Tokenizers and processors (``AutoTokenizer.from_pretrained``) are not counted as model loads.
 
 Fix:
     Load the model once at start-up (module level, a FastAPI lifespan/startup hook, a Ray Serve ``__init__``)

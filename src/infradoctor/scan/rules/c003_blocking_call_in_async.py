@@ -5,12 +5,15 @@ What it detects:
     that blocks the thread: ``time.sleep``, ``requests``/``httpx``/``urllib3`` module functions,
     ``urllib.request.urlopen``, ``subprocess.run``/``call``/``check_output``, ``os.system``, ``open()``,
     ``Path.read_text()``-style file I/O, ``shutil`` copies, ``torch.load``, ``.cuda()``,
-    ``torch.cuda.synchronize()``, and model work: a call of an object that holds a model (a torch module, an HF or
-    diffusers pipeline, a SentenceTransformer, another framework's model such as faster-whisper's ``WhisperModel``
-    or a Keras model), any method of such an object that runs it (``generate``, ``transcribe``, ``caption``,
-    ``set_image`` ...; not ``.to()``, ``.eval()`` or ``.config``), a function or method of the same file that runs
-    a model (``self.inference(batch)``, ``generate_text(model, ...)``; one level deep, sync generators when iterated),
-    and a function from another module that is handed a model (``generate_chatglm3(model, tokenizer, params)``).
+    ``torch.cuda.synchronize()``, any method of a synchronous network client (a ``boto3`` client or resource, a
+    ``requests.Session``, ``httpx.Client``), and model work: a call of an object that holds a model (a torch module,
+    an HF or diffusers pipeline, a SentenceTransformer, another framework's model such as faster-whisper's
+    ``WhisperModel``, an inspireface/insightface session or a Keras model; also an app-state entry under a model-like
+    key, ``request.app["model"].predict(...)``), any method of such an object that runs it (``generate``,
+    ``transcribe``, ``caption``, ``set_image`` ...; not ``.to()``, ``.eval()`` or ``.config``), a function or method
+    of the same file that runs a model (``self.inference(batch)``, ``generate_text(model, ...)``; one level deep,
+    sync generators when iterated), and a function from another module that is handed a model
+    (``generate_chatglm3(model, tokenizer, params)``).
 
 Why it matters:
     An async server runs every request on one event loop. A blocking call stops all of them: throughput collapses
@@ -25,6 +28,9 @@ How it is measured:
     that are awaited (``await x.generate()``), iterated with ``async for``, handed to ``asyncio.create_task``/
     ``gather``, or that sit in the arguments of ``asyncio.to_thread``, ``loop.run_in_executor``,
     ``executor.submit``, ``anyio.to_thread.run_sync`` or ``run_in_threadpool`` (these run in a worker thread);
+    start-up and shutdown code, which runs before the first request or after the last (a function passed as
+    ``lifespan=``/``on_startup=``/``on_shutdown=``, ``@app.on_event("startup")``, ``add_event_handler``, aiohttp's
+    ``app.on_startup.append(f)``, Quart's ``before_serving``, Sanic listeners: loading the model there is the fix);
     async tests (``async def test_*``), pytest fixtures and other coroutines under a test folder (``tests/``,
     ``integration-tests/``) that are not request handlers: they serve no traffic.
 
@@ -106,6 +112,8 @@ def _on_loop(ctx: FileContext, call: CallInfo) -> bool:
     scope = ctx.scope
     if ctx.in_test_folder and scope.handler is None:
         return False  # a fixture polling a test server: only a route serves traffic in test code
+    if scope.startup:
+        return False  # a lifespan or startup hook: it runs before the first request (loading there is the fix)
     return scope.in_async and not scope.offload and not call.awaited and not scope.test
 
 
@@ -144,6 +152,8 @@ def check_local_call(call: CallInfo, ctx: FileContext) -> None:
 def check_async_call(call: CallInfo, ctx: FileContext) -> None:
     """Report a function from another module that is handed a model (``generate(model, tokenizer, params)``)."""
     node = call.node
+    if _sync_client_call(call, ctx):
+        return
     if call.work or call.callee_fn is not None or ctx.scope.test or not isinstance(node.func, ast.Name):
         return
     name = node.func.id
@@ -156,6 +166,22 @@ def check_async_call(call: CallInfo, ctx: FileContext) -> None:
             _report(call, ctx, f"{node.func.id}() is handed the model `{ast.unparse(arg)}` and runs it on the "
                     "event loop")
             return
+
+
+def _sync_client_call(call: CallInfo, ctx: FileContext) -> bool:
+    """Report a synchronous network client's method called on the event loop; True when reported.
+
+    ``boto3.client("s3").get_object(...)``, a ``requests.Session``'s ``get``.
+    """
+    name = call.name
+    if call.receiver_key is None or name is None or name[:1].isupper() or name in K.SYNC_CLIENT_SAFE_METHODS or (
+            not _on_loop(ctx, call)):
+        return False  # `s3.Object(bucket, key)` builds a resource locally; its `.get()` does the I/O
+    if ctx.key_kind(call.receiver_key) != V.SYNC_CLIENT:
+        return False
+    _report(call, ctx, f"{call.receiver_key}.{name}() is synchronous network I/O (a boto3, requests or httpx "
+            "client); use an async client or asyncio.to_thread")
+    return True
 
 
 def file_end(ctx: FileContext) -> None:

@@ -26,8 +26,13 @@ How it is measured:
     methods (grad mode belongs to the caller); LightningModule ``validation_step``/``test_step``/``predict_step``
     (the Trainer disables grad); a function whose every call in the file runs under ``no_grad`` (a
     ``get_logits`` helper of a ``@torch.no_grad()`` evaluation loop); a scope that calls ``model.train()`` on
-    purpose; ``hubconf.py`` (torch.hub entry points); a forward next to an export
-    (``torch.onnx.export``, ``torch.jit.trace``) outside a loop, which runs once for shapes.
+    purpose; ``hubconf.py`` (torch.hub entry points); a dry run whose result is thrown away (``model(x)`` as a
+    statement, ``_ = model(x)``); a forward next to an export or conversion (``torch.onnx.export``,
+    ``torch.jit.trace``, ``tf.lite.TFLiteConverter``, ``ov.convert_model``, ``onnx.save``, ``coremltools.convert``)
+    outside a loop, which runs once for shapes or to check the converted model.
+
+    Reported at info severity: it is right on the scan corpus after the fixes (9 of 9), but on code it had not
+    seen (the two held-out first passes) 1 of its 3 hits was right.
 
 Fix:
     Wrap the inference in ``with torch.inference_mode():`` or decorate the function with
@@ -44,7 +49,7 @@ from infradoctor.scan.context import CallInfo, FileContext, Hit, Scope
 RULE = Rule(
     "C004",
     "missing-inference-mode",
-    Severity.MEDIUM,
+    Severity.INFO,
     "Model inference without no_grad/inference_mode",
     fix="Wrap inference in torch.inference_mode() (or decorate the function with it).",
     risk="Tensors made under inference_mode cannot be used in autograd later.",

@@ -19,6 +19,9 @@ How it is measured:
     Statically, with per-function data flow of one assignment level. Under ``no_grad``/``inference_mode`` there
     is no graph and nothing is reported.
 
+    Preview (off by default; ``--select C008`` runs it): on the 36 repositories of the scan corpus it has no
+    true hit; its 10 hits in the first version were all false.
+
 Fix:
     Keep ``loss.item()`` (a float) or ``out.detach().cpu()`` instead of the tensor.
 """
@@ -39,6 +42,7 @@ RULE = Rule(
     fix="Append .detach().cpu() or .item() instead.",
     risk="Detached values cannot be backpropagated.",
     commands=("scan",),
+    preview=True,
 )
 CALL_NAMES = frozenset({"append", "extend", "add", "insert"})
 NODES = (ast.AugAssign,)

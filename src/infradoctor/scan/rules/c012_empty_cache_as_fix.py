@@ -18,6 +18,9 @@ How it is measured:
     Statically, from the call's place: held per loop until the loop is known to be hot (as C006), and handler
     recognition.
 
+    Preview (off by default; ``--select C012`` runs it): it has never fired on the 36 repositories of the scan
+    corpus; its one hit in the issue's first try (a profiling helper) was false.
+
 Fix:
     Remove it; find what holds memory (tensors kept with their graph: C008/P007, caches, references in lists).
     Call it at most once after a phase ends if another process needs the memory.
@@ -37,6 +40,7 @@ RULE = Rule(
     fix="Remove it; find what holds memory instead (P007). It slows every call and frees nothing live.",
     risk="None.",
     commands=("scan",),
+    preview=True,
 )
 CALL_NAMES = frozenset({"empty_cache"} | {q.rsplit(".", 1)[-1] for q in K.MEMORY_PROBES})
 _BENCH_FILE = ("bench", "profil")

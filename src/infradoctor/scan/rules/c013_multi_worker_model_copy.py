@@ -35,6 +35,9 @@ How it is measured:
     folder), ``-c python:module``, configuration files not named like gunicorn's, YAML anchors and Helm values. A
     ``# noqa: C013`` on the command's line or on a comment line just above silences it.
 
+    Preview (off by default; ``--select C013`` runs it): it has never fired on the 36 repositories of the scan
+    corpus (it missed the one real case found there, a GPU placement three files away), so nothing measures it yet.
+
 Fix:
     One worker per GPU with request batching inside it (or a model server such as Triton, TorchServe, vLLM,
     Ray Serve with ``num_gpus``), and scale with more GPUs/replicas; or share weights (preload + fork).
@@ -63,6 +66,7 @@ RULE = Rule(
     fix="Use one worker per GPU with batching, or a model server.",
     risk="Less CPU parallelism.",
     commands=("scan",),
+    preview=True,
 )
 CALL_NAMES = frozenset({"run", "Config", "cuda", "to"})
 NODES = (ast.Assign, ast.AnnAssign)

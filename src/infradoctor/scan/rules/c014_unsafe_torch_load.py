@@ -1,11 +1,13 @@
 """C014 unsafe-torch-load: ``torch.load`` can run arbitrary code from the file it reads.
 
 What it detects:
-    ``torch.load(...)`` (through any alias, e.g. ``from torch import load as tl``) without ``weights_only=True``,
+    ``torch.load(...)`` (through any alias, e.g. ``from torch import load as tl``), or a library wrapper that
+    defaults to ``weights_only=False`` (ultralytics' ``torch_load``), without ``weights_only=True``,
     or with ``weights_only=False`` (reported at low severity: a reviewed decision, the risk remains). A load of
     bytes from a request (``torch.load(io.BytesIO(data))`` in a request handler) is high severity: that is remote
     code execution. Not reported when ``weights_only`` is a variable or ``**kwargs`` is passed; when the file was
-    written by the same function (passed to ``torch.save``/``*.save`` before) or lives under a test's temporary
+    written by the same function (passed to ``torch.save``/``*.save`` before, or to a function of the same file
+    that saves checkpoints, such as ``split_files(src, tmp_dir)``) or lives under a test's temporary
     directory (``tmp_path``, ``tmpdir``); and in the fallback branch of ``except TypeError:`` around a load that
     passes ``weights_only`` (an old torch that rejects the keyword); inside ``with
     torch.serialization.safe_globals([...]):``, which allow-lists classes for the weights-only loader that torch
@@ -36,7 +38,9 @@ import ast
 from typing import Any
 
 from infradoctor.findings import Rule, Severity
+from infradoctor.scan import knowledge as K
 from infradoctor.scan.context import CallInfo, Edit, FileContext, Hit, Scope, names_in
+from infradoctor.scan.index import FunctionInfo
 from infradoctor.scan.syntax import dotted, is_const
 
 RULE = Rule(
@@ -48,7 +52,7 @@ RULE = Rule(
     risk="Checkpoints that pickle custom objects need torch.serialization.add_safe_globals.",
     commands=("scan",),
 )
-CALL_NAMES = frozenset({"load"})
+CALL_NAMES = frozenset({"load"} | {q.rsplit(".", 1)[-1] for q in K.TORCH_LOAD_WRAPPERS})
 NODES = (ast.Try, ast.With)
 SAFE_GLOBALS = frozenset({"torch.serialization.safe_globals", "torch.serialization.add_safe_globals"})
 """Allow-listing classes for the weights-only unpickler: the code is written for weights-only loading."""
@@ -102,8 +106,12 @@ def _written_here(call: CallInfo, ctx: FileContext) -> bool:
     scope = ctx.scope
     roots = names_in(path) - {"self", "os", "Path", "str"}
     used = set(roots)
-    for name in roots:
-        used |= scope.deps.get(name, set())
+    frontier = set(roots)
+    for _ in range(4):  # `for f in files` <- `files = glob(join(tmp, "*.bin"))` <- `tmp`: a few steps back
+        frontier = {d for name in frontier for d in scope.deps.get(name, ())} - used
+        if not frontier:
+            break
+        used |= frontier
     if used & TEMP_NAMES:
         return True
     if (not roots and not isinstance(path, ast.Constant)) or scope.node is None or scope.kind == "class":
@@ -123,7 +131,49 @@ def _written_here(call: CallInfo, ctx: FileContext) -> bool:
             if ast.unparse(target) == text or (isinstance(target, (ast.Name, ast.Attribute)) and names_in(target)
                                                & roots):
                 return True
+        if isinstance(node.func, ast.Name) and _written_by_helper(node, used, ctx):
+            return True  # `split_files(src, tmp_dir)`, a function of this file that torch.saves into tmp_dir
     return False
+
+
+def _written_by_helper(node: ast.Call, used: set[str], ctx: FileContext) -> bool:
+    """The call hands one of ``used`` to a parameter that a function of this file saves checkpoints into."""
+    name = node.func.id  # type: ignore[attr-defined]
+    fn = ctx.index.functions.get(name)
+    if fn is None or name in ctx.index.shadowed:
+        return False
+    saved = _saved_params(fn, ctx)
+    if not saved:
+        return False
+    params = [a.arg for a in (*fn.node.args.posonlyargs, *fn.node.args.args)]
+    handed = [(params[i], a) for i, a in enumerate(node.args[:len(params)])]
+    handed += [(kw.arg, kw.value) for kw in node.keywords if kw.arg]
+    return any(param in saved and isinstance(arg, ast.Name) and arg.id in used for param, arg in handed)
+
+
+def _saved_params(fn: FunctionInfo, ctx: FileContext) -> frozenset[str]:
+    """Parameters of ``fn`` that a path it saves a checkpoint to is built from.
+
+    The paths of its ``torch.save``/``save_file``/``save_checkpoint`` calls, through its local assignments.
+    """
+    cache: dict[int, frozenset[str]] = ctx.data.setdefault(RULE.code + ":saves", {})
+    found = cache.get(id(fn.node))
+    if found is None:
+        names: set[str] = set()
+        for n in ast.walk(fn.node):
+            if isinstance(n, ast.Call) and (n.func.attr if isinstance(n.func, ast.Attribute) else getattr(
+                    n.func, "id", "")) in ("save", "save_file", "save_checkpoint"):
+                for arg in (*n.args[1:], *(kw.value for kw in n.keywords)):
+                    names |= names_in(arg)
+        for _ in range(3):  # `path = os.path.join(tmp_path, name); torch.save(sd, path)`
+            more = {m for name in names for value in fn.assigns.get(name, ()) if value is not None
+                    for m in names_in(value)}
+            if more <= names:
+                break
+            names |= more
+        found = frozenset(names & set(fn.params))
+        cache[id(fn.node)] = found
+    return found
 
 
 def _from_request(call: CallInfo, ctx: FileContext) -> bool:
@@ -138,7 +188,8 @@ def _from_request(call: CallInfo, ctx: FileContext) -> bool:
 def check(call: CallInfo, ctx: FileContext) -> None:
     """Report torch.load without weights_only=True."""
     qual = call.qualname
-    if qual != "torch.load" or call.has_star_kwargs:
+    wrapper = K.TORCH_LOAD_WRAPPERS.get(qual or "")
+    if (qual != "torch.load" and wrapper is None) or call.has_star_kwargs:
         return
     line = call.node.lineno
     if any(start <= line <= end for start, end in ctx.data.get(RULE.code + ":fallback", [])):
@@ -162,6 +213,10 @@ def check(call: CallInfo, ctx: FileContext) -> None:
         message = ("torch.load() of bytes from the request unpickles whatever the client sends (remote code "
                    "execution); pass weights_only=True" if request else
                    "torch.load() without weights_only=True unpickles arbitrary code; pass weights_only=True")
+        if wrapper is not None:
+            evidence["wrapper"] = qual
+            message = (f"{wrapper} defaults to weights_only=False and unpickles arbitrary code; pass "
+                       "weights_only=True")
         hit = ctx.make_hit(RULE.code, node, message, evidence, edit=edit, severity=severity)
         ctx.hits.append(hit)
         if edit is not None:
