@@ -32,13 +32,32 @@ def test_plan_command_forms(tmp_path: Path) -> None:
     assert plan.mode == "runner" and plan.argv[1:5] == ("-u", "-m", "infradoctor.profile.runner", str(script))
     assert plan_command([sys.executable, "-m", "json.tool"]).argv[-2:] == ("-m", "json.tool")
     assert plan_command([str(script)]).argv[0] == sys.executable
-    assert plan_command(["true"]).mode == "sitecustomize"
+    assert plan_command(["true"]).mode == "sitecustomize" and not plan_command(["true"]).python
+    console = write(tmp_path / "tool", f"#!{sys.executable}\nprint(1)\n")
+    console.chmod(0o755)
+    assert plan_command([str(console)]).python  # a console script (uvicorn) runs Python: instrumented
     with pytest.raises(TargetError, match="script not found"):
         plan_command([sys.executable, str(tmp_path / "missing.py")])
+    # Python runs a folder through its __main__.py; a folder without one is said as such, not "not found"
+    (tmp_path / "app").mkdir()
+    write(tmp_path / "app" / "__main__.py", "print(1)\n")
+    assert plan_command([sys.executable, str(tmp_path / "app")]).mode == "runner"
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(TargetError, match="is a directory without __main__.py"):
+        plan_command([sys.executable, str(tmp_path / "empty")])
     with pytest.raises(TargetError, match="command not found"):
         plan_command(["no-such-command-xyz"])
     with pytest.raises(UsageError):
         plan_command([sys.executable, "-m"])
+
+
+def test_a_program_that_is_not_python_is_measured_from_outside_and_said_so(tmp_path: Path) -> None:
+    result = profile_run(["ls", "-la", str(tmp_path)], ProfileOptions(stdout=subprocess.DEVNULL), timeout_s=30)
+    assert result.exit_status == 0
+    [note] = [e for e in result.errors if e.source == "profile.instrumentation"]
+    assert "ls is not a Python program: only Python is instrumented" in note.message
+    assert "ended before the profiler started" not in note.message
+    assert result.metrics["workload"]["python_program"] is False
 
 
 def test_cli_missing_script_exits_3(cli, tmp_path: Path) -> None:

@@ -375,6 +375,7 @@ def build_metrics(analysis: ProfileAnalysis) -> dict[str, Any]:
             "torch_version": ev.torch_version,
             "cuda": ev.cuda,
             "profile_kind": "torch" if ev.torch_imported else "cpu-only",
+            "python_program": ev.python_program,
             "exception": dict(ev.exception) if ev.exception else None,
         },
         "headline": headline,

@@ -478,6 +478,8 @@ class ProfileEvidence:
     """Peak proportional set size of the workload's whole process tree (shared pages counted once)."""
     child_processes: int = 0
     """Most processes seen in the workload's tree besides the main one (DataLoader workers, server workers)."""
+    python_program: bool = True
+    """The command runs Python (only Python processes are instrumented; others are measured from outside)."""
 
     @property
     def device_in_use(self) -> bool:
@@ -562,6 +564,7 @@ def read_events(
     system: Sequence[SystemSample] = (),
     peak_rss_bytes: int | None = None,
     peak_tree_pss_bytes: int | None = None,
+    python_program: bool = True,
 ) -> ProfileEvidence:
     """Evidence from the events folder; the main process is ``main_pid`` if it wrote state, else the busiest."""
     states: dict[int, dict[str, Any]] = {}
@@ -590,6 +593,7 @@ def read_events(
         "cpu_count": os.cpu_count() or 0,
         "peak_tree_pss_bytes": peak_tree_pss_bytes,
         "child_processes": max((s.processes - 1 for s in system), default=0),
+        "python_program": python_program,
     }
     if state is None:
         start_error = _read_text(events_dir / START_ERROR_FILE)

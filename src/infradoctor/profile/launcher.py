@@ -79,6 +79,9 @@ class LaunchPlan:
     """Child command line."""
     mode: str
     """``runner`` (python program) or ``sitecustomize`` (any other command)."""
+    python: bool = True
+    """The command runs Python (a ``python`` command, or a script whose first line names a Python interpreter);
+    other programs are measured from outside only (CPU, memory), not instrumented."""
 
 
 LEFTOVER_GRACE_S = 3.0
@@ -100,6 +103,16 @@ def _running(proc: psutil.Process) -> bool:
         return False
 
 
+def _runs_python(executable: str) -> bool:
+    """The executable is a Python script (a console script such as ``uvicorn``: its ``#!`` line names Python)."""
+    try:
+        with open(executable, "rb") as fh:
+            first = fh.read(256).split(b"\n", 1)[0]
+    except OSError:
+        return False
+    return first.startswith(b"#!") and b"python" in first
+
+
 def plan_command(argv: Sequence[str], cwd: str | None = None) -> LaunchPlan:
     """The child command for a user command; raises UsageError/TargetError for what cannot run."""
     if not argv:
@@ -112,7 +125,7 @@ def plan_command(argv: Sequence[str], cwd: str | None = None) -> LaunchPlan:
     if not _PYTHON_NAME.match(base):
         if base.endswith(".py"):
             return plan_command([sys.executable, *argv], cwd)
-        return LaunchPlan((resolved, *argv[1:]), "sitecustomize")
+        return LaunchPlan((resolved, *argv[1:]), "sitecustomize", python=_runs_python(resolved))
     interpreter_opts: list[str] = []
     i = 1
     while i < len(argv) and argv[i].startswith("-") and argv[i] not in ("-m", "-c", "-"):
@@ -128,7 +141,10 @@ def plan_command(argv: Sequence[str], cwd: str | None = None) -> LaunchPlan:
         raise UsageError(f"{rest[0]} needs an argument")
     if rest[0] not in ("-m", "-c"):
         script = Path(cwd or ".") / rest[0]
-        if not script.is_file():
+        if script.is_dir():
+            if not (script / "__main__.py").is_file():  # Python runs a folder through its __main__.py
+                raise TargetError(f"{rest[0]} is a directory without __main__.py: give the script to run")
+        elif not script.is_file():
             raise TargetError(f"script not found: {rest[0]}")
     return LaunchPlan((resolved, *interpreter_opts, "-m", "infradoctor.profile.runner", *rest), "runner")
 
@@ -414,6 +430,7 @@ class ProfiledProcess:
             system=tuple(self.sampler.samples),
             peak_rss_bytes=max(self._peak_rss or 0, self.sampler.max_rss) or None,
             peak_tree_pss_bytes=self.sampler.max_tree_pss or None,
+            python_program=self.plan.python,
         )
         if self.options.max_steps and evidence.stop_reason == "exit" and len(evidence.steps) >= self.options.max_steps:
             evidence = replace(evidence, stop_reason="steps")

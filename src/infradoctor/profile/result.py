@@ -29,6 +29,10 @@ def evidence_errors(evidence: ProfileEvidence) -> list[ErrorNote]:
     started = start_error(evidence) is None
     if not started:
         pass  # the program never ran: its start error (below) says why
+    elif not evidence.instrumented and not evidence.python_program:
+        program = evidence.argv[0] if evidence.argv else "the command"
+        notes.append(ErrorNote("profile.instrumentation", f"{program} is not a Python program: only Python is "
+                               "instrumented (its process tree's CPU and memory were measured from outside)"))
     elif not evidence.instrumented:
         notes.append(ErrorNote("profile.instrumentation", "the workload ended before the profiler started in it"))
     elif not evidence.torch_imported:

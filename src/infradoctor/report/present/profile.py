@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from infradoctor.report.present.serve import service_sections
-from infradoctor.report.sections import Bar, Section, Table
+from infradoctor.report.sections import Bar, Section, Table, format_value
 from infradoctor.result import Result
 
 _PHASE_LABELS = {
@@ -40,7 +40,9 @@ def sections(result: Result) -> list[Section]:
         f"workload exit status {workload.get('exit_status')} ({workload.get('stop_reason')}), "
         f"{workload.get('duration_s')} s, profile: {workload.get('profile_kind')}"
     ]
-    if not workload.get("torch_imported"):
+    if workload.get("python_program") is False:
+        lines.append("Not a Python program: only Python is instrumented (CPU and memory measured from outside).")
+    elif not workload.get("torch_imported"):
         lines.append("The workload never imported torch: CPU-only profile (no steps, model or data evidence).")
     parts = [(_PHASE_LABELS[k], float(v)) for k, v in per_step.items() if v]
     bars = [Bar(parts=parts, title=f"Step time per steady step (steps marked by {steps.get('boundary')})",
@@ -51,7 +53,8 @@ def sections(result: Result) -> list[Section]:
     trend = memory.get("trend") or {}
     rows = [
         ("steps (warm-up / steady)", f"{steps.get('count', 0)} ({steps.get('warmup', 0)} / {steps.get('steady', 0)})"),
-        ("step time p50 / p90 / p99 ms", f"{step_ms.get('p50')} / {step_ms.get('p90')} / {step_ms.get('p99')}"),
+        ("step time p50 / p90 / p99 ms", " / ".join(format_value(step_ms.get(k)) for k in ("p50", "p90", "p99"))
+         if step_ms.get("p50") is not None else None),
         ("first step ms", step_ms.get("first")),
         ("samples/s", throughput.get("samples_per_s")),
         ("batch size", throughput.get("batch_size")),
