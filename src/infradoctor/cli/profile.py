@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from infradoctor.bounded import printable
 from infradoctor.cli.base import Command, add_result_options, finish
 from infradoctor.cli.profile_load import add_load_options, run_with_load
 from infradoctor.errors import TargetError, UsageError
 
 if TYPE_CHECKING:
-    pass
+    from infradoctor.result import Result
 
 
 class ProfileCommand(Command):
@@ -38,6 +42,10 @@ class ProfileCommand(Command):
         limit.add_argument("--duration", type=float, metavar="S", help="stop the workload after S seconds")
         parser.add_argument("--sample-interval", type=float, default=0.5, metavar="S",
                             help="system sampling period in seconds (default 0.5)")
+        parser.add_argument("--save-evidence", type=Path, metavar="FILE",
+                            help="also write what was measured (JSON) to FILE, to judge it again later")
+        parser.add_argument("--evidence", type=Path, metavar="FILE",
+                            help="judge a run saved with --save-evidence instead of running a workload")
         add_load_options(parser)
         add_result_options(parser)
         parser.add_argument("workload", nargs=argparse.REMAINDER,
@@ -52,6 +60,10 @@ class ProfileCommand(Command):
         argv = list(args.workload)
         if argv and argv[0] == "--":
             argv = argv[1:]
+        if args.evidence is not None:
+            if argv or args.load_url:
+                raise UsageError("--evidence judges a saved run: give no workload or --load-url with it")
+            return finish(args, _judge_saved(args.evidence))
         if not argv:
             raise UsageError("give the workload after --, e.g. `infradoctor profile -- python train.py`")
         if args.load_url:
@@ -67,7 +79,7 @@ class ProfileCommand(Command):
             # with --json - our stdout carries the result: the workload's stdout goes to stderr instead
             stdout=sys.stderr.fileno() if args.json == "-" else None,
         )
-        result = profile_run(argv, options, RuleOptions(cwd=os.getcwd()))
+        result = profile_run(argv, options, RuleOptions(cwd=os.getcwd()), on_evidence=evidence_saver(args))
         started = not any(e.source == "profile.start" for e in result.errors)
         if not started:
             raise TargetError(next(e.message for e in result.errors if e.source == "profile.start"))
@@ -77,5 +89,35 @@ class ProfileCommand(Command):
             return result.exit_status  # the workload's own failure (or 128+signal) comes first
         return code
 
+
+def evidence_saver(args: argparse.Namespace) -> Callable[[dict[str, Any]], None] | None:
+    """Writes the run's evidence bundle to ``--save-evidence`` (a failure to write is a warning, not an error)."""
+    target: Path | None = args.save_evidence
+    if target is None:
+        return None
+
+    def save(bundle: dict[str, Any]) -> None:
+        try:
+            target.write_text(json.dumps(bundle, separators=(",", ":")), encoding="utf-8")
+        except OSError as exc:
+            print(f"infradoctor profile: cannot write {printable(str(target))}: {exc}", file=sys.stderr)
+
+    return save
+
+
+def _judge_saved(path: Path) -> Result:
+    from infradoctor.bounded import load_json
+    from infradoctor.profile.rules import RuleOptions
+    from infradoctor.profile_load.run import judge_bundle
+
+    try:
+        bundle = load_json(path.read_text(encoding="utf-8"), max_chars=MAX_EVIDENCE_CHARS)
+        return judge_bundle(bundle, RuleOptions(cwd=os.getcwd()))
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise TargetError(f"cannot judge {printable(str(path))}: {exc}") from None
+
+
+MAX_EVIDENCE_CHARS = 256 * 1024 * 1024
+"""Largest evidence file read back (a long run keeps at most 100,000 steps)."""
 
 COMMAND = ProfileCommand()

@@ -79,7 +79,10 @@ def run_with_load(args: argparse.Namespace, argv: list[str]) -> int:
         timeout_s=args.load_timeout,
     )
     profile_options = ProfileOptions(sample_interval_s=max(0.05, args.sample_interval))
-    result = profile_service(argv, options, profile_options, RuleOptions(cwd=os.getcwd()))
+    from infradoctor.cli.profile import evidence_saver
+
+    result = profile_service(argv, options, profile_options, RuleOptions(cwd=os.getcwd()),
+                             on_evidence=evidence_saver(args))
     code = finish_interruptible(args, result)
     if code == EXIT_INTERRUPTED:
         return code

@@ -480,6 +480,14 @@ class ProfileEvidence:
     """Most processes seen in the workload's tree besides the main one (DataLoader workers, server workers)."""
     python_program: bool = True
     """The command runs Python (only Python processes are instrumented; others are measured from outside)."""
+    cwd: str | None = None
+    """The workload's working folder (relative source paths in the evidence are relative to it)."""
+
+    def source_path(self, file: str) -> str:
+        """A source file named in the evidence, as a path this process can open."""
+        if not file or os.path.isabs(file) or not self.cwd:
+            return file
+        return os.path.join(self.cwd, file)
 
     @property
     def device_in_use(self) -> bool:
@@ -565,6 +573,7 @@ def read_events(
     peak_rss_bytes: int | None = None,
     peak_tree_pss_bytes: int | None = None,
     python_program: bool = True,
+    cwd: str | None = None,
 ) -> ProfileEvidence:
     """Evidence from the events folder; the main process is ``main_pid`` if it wrote state, else the busiest."""
     states: dict[int, dict[str, Any]] = {}
@@ -594,6 +603,7 @@ def read_events(
         "peak_tree_pss_bytes": peak_tree_pss_bytes,
         "child_processes": max((s.processes - 1 for s in system), default=0),
         "python_program": python_program,
+        "cwd": cwd,
     }
     if state is None:
         start_error = _read_text(events_dir / START_ERROR_FILE)

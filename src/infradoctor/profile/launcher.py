@@ -431,6 +431,7 @@ class ProfiledProcess:
             peak_rss_bytes=max(self._peak_rss or 0, self.sampler.max_rss) or None,
             peak_tree_pss_bytes=self.sampler.max_tree_pss or None,
             python_program=self.plan.python,
+            cwd=os.path.abspath(self.options.cwd or os.getcwd()),
         )
         if self.options.max_steps and evidence.stop_reason == "exit" and len(evidence.steps) >= self.options.max_steps:
             evidence = replace(evidence, stop_reason="steps")

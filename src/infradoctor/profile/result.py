@@ -6,7 +6,7 @@ import contextlib
 import signal
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from infradoctor.findings import run_rules
@@ -75,12 +75,25 @@ def build_result(
     )
 
 
+EVIDENCE_FORMAT = "infradoctor.profile-evidence/1"
+"""``format`` of a saved evidence bundle (``profile --save-evidence``; read back by ``profile --evidence``)."""
+
+EvidenceSink = Callable[[dict[str, Any]], None]
+"""Receives the evidence bundle of a run (JSON-ready), e.g. to save it."""
+
+
+def evidence_bundle(evidence: ProfileEvidence, started_at: str) -> dict[str, Any]:
+    """A run's evidence as JSON (judged again by :func:`judge_bundle`)."""
+    return {"format": EVIDENCE_FORMAT, "started_at": started_at, "profile": evidence.to_dict()}
+
+
 def profile_run(
     argv: Sequence[str],
     options: ProfileOptions | None = None,
     rule_options: RuleOptions | None = None,
     *,
     timeout_s: float | None = None,
+    on_evidence: EvidenceSink | None = None,
 ) -> Result:
     """Run ``argv`` to the end (or its step/duration limit) under the profiler and return the result.
 
@@ -107,6 +120,8 @@ def profile_run(
         if proc.poll() is None:
             proc.kill()
         proc.close()
+    if on_evidence is not None:
+        on_evidence(evidence_bundle(evidence, started_at))
     return build_result(evidence, started_at=started_at, rule_options=rule_options)
 
 

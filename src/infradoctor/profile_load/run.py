@@ -22,7 +22,13 @@ from infradoctor.procs import http_status, wait_until
 from infradoctor.profile.evidence import ProfileEvidence
 from infradoctor.profile.instrument import NO_ALLOC_SAMPLING_ENV
 from infradoctor.profile.launcher import ProfiledProcess, ProfileOptions, start_profiled
-from infradoctor.profile.result import build_result, further_interrupts_kill
+from infradoctor.profile.result import (
+    EVIDENCE_FORMAT,
+    EvidenceSink,
+    build_result,
+    evidence_bundle,
+    further_interrupts_kill,
+)
 from infradoctor.profile.rules import RuleOptions
 from infradoctor.profile_load import DEFAULT_LEVELS, DEFAULT_POINT_DURATION_S, DEFAULT_READY_TIMEOUT_S
 from infradoctor.result import ErrorNote, Result, utc_now_iso
@@ -288,6 +294,8 @@ def profile_service(
     options: ServiceLoadOptions,
     profile_options: ProfileOptions | None = None,
     rule_options: RuleOptions | None = None,
+    *,
+    on_evidence: EvidenceSink | None = None,
 ) -> Result:
     """Run the server ``argv`` under the profiler, load it, stop it and return the merged result.
 
@@ -348,8 +356,6 @@ def profile_service(
         proc.close()
         shutil.rmtree(serve_dir, ignore_errors=True)
     requests = sum(p.sent for p in load.sweep.points) if load is not None else None
-    serving_rules = replace(rule_options or RuleOptions(), serving=True, requests=requests)
-    profile_result = build_result(evidence, started_at=started_at, rule_options=serving_rules)
     load_metrics = load.metrics.to_dict() if load is not None else None
     if load is not None:
         notes.extend(n for n in load.notes if n.source != "load.target")  # (LOAD_FAILED says it for the service)
@@ -357,5 +363,43 @@ def profile_service(
             notes.append(ErrorNote(LOAD_FAILED, f"no request to {spec.url} succeeded"))
     service = {"load_url": spec.url, "ready_url": probe, "ready_s": ready_s, "stop_exit_status": stop_status,
                "cpu_at_peak_load": cpu_at(evidence, *peak_window) if peak_window is not None else None}
-    return merge_results(profile_result, load_metrics, loops, layout, service, notes,
-                         duration_s=time.perf_counter() - t0, cwd=(rule_options or RuleOptions()).cwd)
+    bundle = {**evidence_bundle(evidence, started_at), "service": service, "load": load_metrics,
+              "loops": [e.to_dict() for e in loops], "layout": layout.to_dict() if layout is not None else None,
+              "notes": [n.to_dict() for n in notes], "requests": requests,
+              "duration_s": round(time.perf_counter() - t0, 3)}
+    if on_evidence is not None:
+        on_evidence(bundle)
+    return judge_service_bundle(bundle, evidence, started_at, rule_options)
+
+
+def judge_service_bundle(bundle: Mapping[str, Any], evidence: ProfileEvidence, started_at: str,
+                         rule_options: RuleOptions | None = None) -> Result:
+    """The merged result of a server run from its evidence (live, or a saved ``--save-evidence`` bundle)."""
+    requests = bundle.get("requests")
+    serving_rules = replace(rule_options or RuleOptions(), serving=True,
+                            requests=int(requests) if isinstance(requests, int) else None)
+    profile_result = build_result(evidence, started_at=started_at, rule_options=serving_rules)
+    loops = [LoopLagEvidence.from_dict(e) for e in bundle.get("loops") or () if isinstance(e, Mapping)]
+    layout_data = bundle.get("layout")
+    layout = WorkerLayout.from_dict(layout_data) if isinstance(layout_data, Mapping) else None
+    notes = [ErrorNote.from_dict(n) for n in bundle.get("notes") or () if isinstance(n, Mapping)]
+    load = bundle.get("load")
+    return merge_results(profile_result, load if isinstance(load, Mapping) else None, loops, layout,
+                         dict(bundle.get("service") or {}), notes,
+                         duration_s=float(bundle.get("duration_s") or evidence.duration_s),
+                         cwd=(rule_options or RuleOptions()).cwd)
+
+
+def judge_bundle(bundle: Mapping[str, Any], rule_options: RuleOptions | None = None) -> Result:
+    """The result of a saved run, judged by today's rules (a ``profile --load-url`` bundle included).
+
+    Raises:
+        ValueError: not an evidence bundle.
+    """
+    if not isinstance(bundle, Mapping) or bundle.get("format") != EVIDENCE_FORMAT:
+        raise ValueError(f"not a profile evidence file (format {EVIDENCE_FORMAT!r})")
+    evidence = ProfileEvidence.from_dict(bundle.get("profile") or {})
+    started_at = str(bundle.get("started_at") or utc_now_iso())
+    if "service" in bundle:
+        return judge_service_bundle(bundle, evidence, started_at, rule_options)
+    return build_result(evidence, started_at=started_at, rule_options=rule_options)

@@ -1,13 +1,15 @@
 """Run `infradoctor profile` over the corpus in expected.json and judge each result against it.
 
 Usage (from anywhere; one profile run at a time):
-    python run_corpus.py [NAME ...] [--src DIR] [--out DIR] [--judge-only] [--overhead N]
+    python run_corpus.py [NAME ...] [--src DIR] [--out DIR] [--judge-only] [--overhead N] [--record DIR]
 
---src      the infradoctor source to profile with (default: /work/baseline/src; use ../../../src for the live code)
+--src      the infradoctor source to profile with (default: this checkout's src)
 --out      where prof-<name>.json / .log go (default: /tmp)
 --judge-only  do not run, judge the JSON files already in --out
 --overhead N  also time each unmodified non-server script N times with and without the profiler, interleaved
               (median wall seconds and median CPU seconds of the process tree)
+--record DIR  also keep each run's evidence bundle (profile --save-evidence), gzipped, in DIR: the recorded
+              corpus that tests/profile/test_corpus.py judges with today's rules (recorded/ here)
 
 Verdicts per expected finding: correct, wrong-line, too-low, missed. Per other finding: false (forbidden),
 acceptable, unexpected (not covered by expected.json: judge it by hand). The judge reads only the result JSON.
@@ -35,14 +37,35 @@ def workload_argv(e):
     return [PY] + (e["argv"] if "argv" in e else [e["script"]] + e.get("args", []))
 
 
-def run_one(name, e, src, out):
+def run_one(name, e, src, out, record=None):
     env = dict(os.environ, PYTHONPATH=src, **e.get("env", {}))
     jpath = os.path.join(out, "prof-%s.json" % name)
-    cmd = [PY, "-m", "infradoctor", "profile", "--no-store", "--json", jpath] + e.get("profile_args", []) + ["--"] + workload_argv(e)
+    extra = ["--save-evidence", os.path.join(out, "evidence-%s.json" % name)] if record else []
+    cmd = [PY, "-m", "infradoctor", "profile", "--no-store", "--json", jpath] + extra + e.get("profile_args", []) + ["--"] + workload_argv(e)
     t0 = time.monotonic()
     with open(os.path.join(out, "prof-%s.log" % name), "w") as log:
         rc = subprocess.call(cmd, cwd=HERE, env=env, stdout=log, stderr=subprocess.STDOUT)
+    if record:
+        save_recording(name, os.path.join(out, "evidence-%s.json" % name), record)
     return rc, time.monotonic() - t0
+
+
+def save_recording(name, evidence_path, record_dir):
+    """Keep a run's evidence bundle as regression data: gzipped, with the folder it was recorded in (so that a
+    test can point the recorded source paths at this checkout's copy of the corpus)."""
+    import gzip
+
+    try:
+        with open(evidence_path) as f:
+            bundle = json.load(f)
+    except (OSError, ValueError) as exc:
+        print("  no evidence for %s: %s" % (name, exc))
+        return
+    bundle["recorded_root"] = HERE
+    bundle["profile"].setdefault("cwd", HERE)  # the workloads run from this folder (relative source paths)
+    os.makedirs(record_dir, exist_ok=True)
+    with gzip.open(os.path.join(record_dir, "%s.json.gz" % name), "wt", compresslevel=9) as f:
+        json.dump(bundle, f, separators=(",", ":"))
 
 
 def wall(argv, env):
@@ -145,10 +168,11 @@ def judge(name, e, result):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("names", nargs="*")
-    ap.add_argument("--src", default="/work/baseline/src")
+    ap.add_argument("--src", default=os.path.join(HERE, "..", "..", "..", "src"))
     ap.add_argument("--out", default="/tmp")
     ap.add_argument("--judge-only", action="store_true")
     ap.add_argument("--overhead", type=int, default=0)
+    ap.add_argument("--record", metavar="DIR", help="also keep each run's evidence, gzipped, in DIR (regression data)")
     a = ap.parse_args()
     scripts = load_expected()
     names = a.names or list(scripts)
@@ -158,7 +182,7 @@ def main():
         e = scripts[name]
         entry = {}
         if not a.judge_only:
-            rc, secs = run_one(name, e, os.path.abspath(a.src), a.out)
+            rc, secs = run_one(name, e, os.path.abspath(a.src), a.out, a.record)
             entry.update(rc=rc, wall_s=round(secs, 1))
             print("ran %s rc=%s %.1fs" % (name, rc, secs), flush=True)
         if a.overhead and e["variant_of"] is None and e["kind"] != "server":

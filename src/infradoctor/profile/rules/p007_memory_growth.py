@@ -28,10 +28,14 @@ How it is measured:
     allocations stay alive (``RETAINED_SHARE``, at least ``MIN_RETAINED_BYTES``) is the leak site. Failing that,
     outputs of top-level model calls sampled every 50 ms: a call site whose outputs stay alive.
 
+    The readings must also rise at ``RISING_SHARE`` of the steps (a staircase of a few jumps is the allocator
+    taking new arenas, not a leak).
+
     Kept graphs: each grad-mode call marks its output's autograd nodes (see P003); a graph that no backward used
     and that outlived at least 3 later calls from its line was kept. Fires for a call site with ``MIN_KEPT_GRAPHS``
-    such graphs when the memory they held at their peak (read at 8, 16, 32, ... alive) is at least
-    ``MIN_HELD_BYTES`` (or could not be read). The line named is the one that keeps them: in the loop around the
+    such graphs (and ``KEPT_SHARE`` of its unused ones), at least ``MIN_KEPT_PEAK`` of them alive at once,
+    when the memory they held at their peak (read at 8, 16, 32, ... alive) is at least ``MIN_HELD_BYTES`` (or
+    could not be read). The line named is the one that keeps them: in the loop around the
     call, the first statement after it that accumulates a value derived from the call's result (a static read of
     the source; the call's line when none is found). High from ``HIGH_HELD_SHARE`` of the process's size.
 
@@ -42,8 +46,11 @@ Fix:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.profile.analyze import ProfileAnalysis, memory_trend, warmup_count
+from infradoctor.profile.evidence import StepRecord
 from infradoctor.profile.keepline import keep_line
 from infradoctor.profile.rules._common import RuleOptions, location, module_location, site_location, sites_of
 
@@ -76,6 +83,14 @@ MIN_RETAINED_BYTES = 64 * 1024
 
 MIN_KEPT_GRAPHS = 10
 """Unused graphs kept across later calls at one call site."""
+KEPT_SHARE = 0.25
+"""... making at least this share of the site's unused graphs (a server's concurrent requests outlive each other's
+calls now and then; a list that keeps every output keeps most of them)."""
+MIN_KEPT_PEAK = 8
+"""Kept graphs alive at once needed (fewer hold a bounded amount: not a growth)."""
+RISING_SHARE = 0.5
+"""Share of step-to-step changes of the fitted readings that must be rises: a leak grows at most steps; an
+allocator that grabs a new arena now and then grows in a few jumps (a staircase) and is not a leak."""
 MIN_HELD_BYTES = 8 * 1024 * 1024
 """Memory those graphs held at their peak."""
 HIGH_HELD_SHARE = 0.25
@@ -107,6 +122,8 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     if late is not None and late.source == trend.source \
             and late.slope_bytes_per_step < LATE_SLOPE_SHARE * trend.slope_bytes_per_step:
         return []
+    if _rising_share(fitted, trend.source) < RISING_SHARE:
+        return []  # a staircase of a few jumps: the allocator, not a leak
     alloc = [
         a for a in analysis.evidence.alloc_sites
         if int(a.get("alive_bytes") or 0) >= MIN_RETAINED_BYTES
@@ -160,10 +177,12 @@ def _kept_graphs(analysis: ProfileAnalysis, options: RuleOptions) -> list[Findin
     for module in analysis.evidence.modules:
         for site in sites_of(module):
             held = site.kept_held_bytes
-            if site.kept_graphs < MIN_KEPT_GRAPHS or (held is not None and held < MIN_HELD_BYTES):
+            if site.kept_graphs < max(MIN_KEPT_GRAPHS, KEPT_SHARE * site.unused_grad_calls):
+                continue
+            if site.kept_peak < MIN_KEPT_PEAK or (held is not None and held < MIN_HELD_BYTES):
                 continue
             call = site_location(site, options)
-            line = keep_line(site.file, site.line) if site.file else None
+            line = keep_line(analysis.evidence.source_path(site.file), site.line) if site.file else None
             loc = location(site.file, line, options, site.function or None) if line else call
             held_text = f", {held / 1e6:.0f} MB at their peak" if held is not None else ""
             kept_at = f"; kept at {loc}" if line else ""
@@ -189,3 +208,17 @@ def _kept_graphs(analysis: ProfileAnalysis, options: RuleOptions) -> list[Findin
                 )
             )
     return findings
+
+
+def _rising_share(steps: Sequence[StepRecord], source: str) -> float:
+    """Share of changes between consecutive memory readings that are rises (1.0 without enough readings)."""
+    attr = {"cuda": "cuda_alloc_bytes", "heap": "heap_bytes", "rss": "rss_bytes"}[source]
+    points = [(s.index, v) for s in steps if (v := getattr(s, attr)) is not None]
+    if len(points) < 5:
+        return 1.0
+    pairs = list(zip(points, points[1:], strict=False))
+    total = points[-1][1] - points[0][1]
+    per_step = total / max(1, points[-1][0] - points[0][0])
+    # a rise counts when it is at least a quarter of what steady growth would add over those steps
+    rises = sum(1 for (i, a), (j, b) in pairs if b - a > 0 and b - a >= 0.25 * per_step * (j - i))
+    return rises / len(pairs)
