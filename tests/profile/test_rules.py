@@ -283,3 +283,17 @@ def test_findings_rank_by_severity_then_impact() -> None:
         LoadEvent("torch.load", "/work/app/train.py", 50, calls=10, time_s=0.1),))
     ranked = codes(ev)
     assert ranked[:2] == ["P001", "P006"]  # both high: data wait explains 60%, loads 10%
+
+
+def test_p001_must_hold_across_the_run() -> None:
+    # a spell of slow loading in one fifth of the run (background load) is not the run's bottleneck
+    spell = steps(20, data_wait_s=0.009, forward_s=0.001) + steps(80, start=100.2, forward_s=0.008,
+                                                                   data_wait_s=0.001)
+    assert only("P001", evidence(steps=tuple(replace(s, index=i) for i, s in enumerate(spell)))) is None
+    # over the threshold in 3 of 5 parts: said, at low, as uncertain
+    mixed = steps(60, data_wait_s=0.006, forward_s=0.004) + steps(40, start=100.6, forward_s=0.008,
+                                                                   data_wait_s=0.002)
+    finding = only("P001", evidence(steps=tuple(replace(s, index=i) for i, s in enumerate(mixed))))
+    assert finding is not None and finding.severity is Severity.LOW and "uncertain" in finding.title
+    steady = only("P001", evidence(steps=steps(100, data_wait_s=0.006, forward_s=0.004)))
+    assert steady is not None and steady.severity is Severity.HIGH and steady.evidence["parts_over_threshold"] == "5 of 5"

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from infradoctor.findings import Location
 from infradoctor.profile.analyze import ProfileAnalysis
-from infradoctor.profile.evidence import CallSite, ModuleUse
+from infradoctor.profile.evidence import CallSite, ModuleUse, StepRecord
 
 
 @dataclass(frozen=True)
@@ -108,3 +108,23 @@ def share(value_s: float, total_s: float) -> float:
 def suggested_workers(cores: int) -> int:
     """DataLoader workers to suggest on this machine: one core stays with the training loop, at most 8."""
     return max(1, min(8, (cores or 4) - 1))
+
+
+PARTS = 5
+"""Parts a run's steady steps are cut into when a timing finding must hold across the run."""
+
+
+def held_in_parts(steps: Sequence[StepRecord], phase: Callable[[StepRecord], float], threshold: float,
+                  parts: int = PARTS) -> tuple[int, int]:
+    """In how many of ``parts`` consecutive parts of ``steps`` the phase's share of step time reaches ``threshold``.
+
+    A timing finding should hold across the run's own repeated measurements, not only on the whole.
+    """
+    n = min(parts, len(steps))
+    held = 0
+    for i in range(n):
+        chunk = steps[i * len(steps) // n:(i + 1) * len(steps) // n]
+        total = sum(s.duration_s for s in chunk)
+        if total > 0 and sum(phase(s) for s in chunk) / total >= threshold:
+            held += 1
+    return held, n

@@ -11,9 +11,12 @@ Why it matters:
 How it is measured:
     ``_BaseDataLoaderIter.__next__`` is timed in the workload; the wait is summed over steady-state steps (warm-up
     steps left out) and divided by their total time. Fires at ``DATA_WAIT_FRACTION`` (medium) and is high from
-    ``HIGH_FRACTION``. The evidence adds the DataLoader's configuration and the time per dataset item (dataset
-    fetches timed in the main process or in worker processes). torch-tb-profiler flags DataLoader > 5% of a step;
-    we only speak up when the wait is a real bottleneck.
+    ``HIGH_FRACTION``. The share must hold across the run's own repeated measurements: the steady steps are cut
+    into ``PARTS`` parts and the share is judged in each; over the threshold in at least three quarters of them
+    the finding stands, in more than half it is low and says it is uncertain, otherwise there is none (a spell of
+    background load is not the run). The evidence adds the DataLoader's configuration and the time per dataset
+    item (dataset fetches timed in the main process or in worker processes). torch-tb-profiler flags DataLoader
+    > 5% of a step; we only speak up when the wait is a real bottleneck.
 
     The advice fits the machine: ``num_workers`` up to one less than the cores (at most 8); ``pin_memory``
     only where a GPU is in use (pinned memory only speeds host-to-device copies); items that wait
@@ -35,7 +38,7 @@ from typing import Any
 
 from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.profile.analyze import ProfileAnalysis
-from infradoctor.profile.rules._common import RuleOptions, location, pct, suggested_workers
+from infradoctor.profile.rules._common import PARTS, RuleOptions, held_in_parts, location, pct, suggested_workers
 
 RULE = Rule(
     "P001",
@@ -68,6 +71,9 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     fraction = analysis.fraction("data_wait")
     if fraction < DATA_WAIT_FRACTION:
         return []
+    held, parts = held_in_parts(analysis.steady, lambda s: s.data_wait_s, DATA_WAIT_FRACTION, PARTS)
+    if held * 2 <= parts:
+        return []  # over the threshold on the whole, but not in most parts of the run: a spell, not the run
     loader = max(ev.dataloaders, key=lambda d: d.wait_s)
     fetch = ev.worker_fetch if ev.worker_fetch.get("items") else ev.fetch
     item_ms = 1000.0 * float(fetch.get("time_s", 0.0)) / fetch["items"] if fetch.get("items") else None
@@ -114,12 +120,16 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
         "cores": analysis.cores,
         "cpu_percent_mean": round(cpu, 1) if cpu is not None else None,
     }
+    evidence["parts_over_threshold"] = f"{held} of {parts}"
+    steady = held * 4 >= parts * 3
+    severity = (Severity.HIGH if fraction >= HIGH_FRACTION else Severity.MEDIUM) if steady else Severity.LOW
+    uncertain = "" if steady else f"; only in {held} of {parts} parts of the run (uncertain: it varies)"
     return [
         RULE.finding(
             f"The loop waits for data {pct(fraction)} of each step ({wait_ms:.1f} ms of "
-            f"{analysis.steady_time_s * 1000 / len(analysis.steady):.1f} ms)",
+            f"{analysis.steady_time_s * 1000 / len(analysis.steady):.1f} ms){uncertain}",
             evidence,
-            severity=Severity.HIGH if fraction >= HIGH_FRACTION else Severity.MEDIUM,
+            severity=severity,
             fix=fix,
             location=loc,
             impact=round(fraction, 4),
