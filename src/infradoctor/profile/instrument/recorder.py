@@ -380,10 +380,20 @@ class Recorder:
 
     def call_site(self, stats: ModuleStats, frame: FrameType | None) -> CallSiteStats:
         """The user line that called the model (frames of torch and infradoctor passed over)."""
-        while frame is not None and self.is_internal(frame.f_code):
+        internal = self.internal_code
+        while frame is not None:
+            known = internal.get(frame.f_code)
+            if known is None:
+                known = self.is_internal(frame.f_code)
+            if not known:
+                break
             frame = frame.f_back
-        if frame is not None and self.is_installed(frame.f_code):
-            frame = self.user_frame(frame)
+        if frame is not None:
+            installed = self.installed_code.get(frame.f_code)
+            if installed is None:
+                installed = self.is_installed(frame.f_code)
+            if installed:
+                frame = self.user_frame(frame)
         if frame is None:
             return stats.site("?", 0, "?")
         code = frame.f_code
@@ -453,11 +463,11 @@ class Recorder:
         fed = False
         prev = stats.prev_outputs
         if prev:
-            outputs = [ref() for ref in prev]
-            for value in (*args[:4], *list(kwargs.values())[:4]):
-                if any(t is o for t in shallow_tensors(value) for o in outputs if o is not None):
-                    fed = True
-                    break
+            # identity with what the last call returned and the program still holds (usually nothing is held)
+            alive = [o for ref in prev if (o := ref()) is not None]
+            if alive:
+                values = args[:4] if not kwargs else (*args[:4], *list(kwargs.values())[:4])
+                fed = any(t is o for value in values for t in shallow_tensors(value) for o in alive)
         length = sequence_length(first_arg, stats.batch_dim)
         grew = length is not None and stats.prev_length is not None and length == stats.prev_length + 1
         stats.prev_length = length

@@ -345,6 +345,9 @@ def batch_dimension(module: Any) -> int:
 def batch_size(value: Any, dim: int = 0) -> int:
     """Size of the batch dimension of the first tensor in a call's first argument; 1 for an unbatched input."""
     tensor_cls = state.torch.Tensor
+    if type(value) is tensor_cls or isinstance(value, tensor_cls):  # the common case, first
+        ndim = value.dim()
+        return int(value.shape[dim]) if ndim >= 2 and ndim > dim else 1
     for _ in range(3):
         if isinstance(value, tensor_cls):
             return int(value.shape[dim]) if value.dim() >= 2 and value.dim() > dim else 1
@@ -402,7 +405,7 @@ def shallow_tensors(value: Any, limit: int = 4) -> list[Any]:
 
 def sequence_length(value: Any, batch_dim: int) -> int | None:
     """Length of a token sequence input (a 2-D integer tensor: batch x time, or time x batch), else None."""
-    tensor = first_tensor(value)
+    tensor = value if isinstance(value, state.torch.Tensor) else first_tensor(value)
     if tensor is None or tensor.dim() != 2 or tensor.is_floating_point():
         return None
     return int(tensor.shape[1 - batch_dim])
