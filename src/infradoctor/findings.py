@@ -3,9 +3,11 @@
 A finding is a named, evidenced verdict about a workload. Each code is one :class:`Rule`, declared in its own module
 beside its checks (``<domain>/rules/<code>_<name>.py``: ``RULE = Rule("P001", "data-starvation", ...)``), with its
 default severity, title, fix, risk and a docstring in the fixed sections *What it detects / Why it matters / How it
-is measured / Fix*. The catalog (:func:`catalog`) is built from those modules. A rule's checks are pure functions
-from one evidence type to findings; :func:`run_rules` runs every check registered for the evidence it is given,
-whichever command gathered it, so one code has one meaning everywhere.
+is measured / Fix* (and *Evidence*, the keys its findings carry, for a code that several checks emit). The catalog
+(:func:`catalog`) is built from those modules. A rule's checks are pure functions from one evidence type to
+findings; :func:`run_rules` runs every check registered for the evidence it is given, whichever command gathered
+it, so one code has one meaning everywhere and one evidence shape: every check of a code gives the keys of its
+*Evidence* section, with the same name and unit, and ``source`` says where the evidence came from.
 
 Codes and names are stable forever: tests, users' CI and suppressions depend on them. New findings get the next free
 code in their group; none is ever renumbered.
@@ -172,6 +174,22 @@ GROUPS: Mapping[str, str] = MappingProxyType(
 DOC_SECTIONS = ("What it detects", "Why it matters", "How it is measured", "Fix")
 """The sections every rule's docstring has, in this order."""
 
+EVIDENCE_SECTION = "Evidence"
+"""The docstring section, between *How it is measured* and *Fix*, that documents a rule's evidence keys.
+
+Every code that several checks emit has one: its bullets (``- ``key``: meaning``) are the keys every check's
+findings carry, with the same name and unit whichever command emits the code (:attr:`Rule.evidence`); paragraphs
+after them name the keys only one source gives."""
+
+EVIDENCE_SOURCES = ("probe", "load", "logs", "kernel-log", "router-stats", "prometheus")
+"""Values of the ``source`` evidence key: where a finding's evidence came from. ``probe``: measured live by the
+command (``route``'s interleaved requests and connects, ``node``'s host and GPU probes, or their recording);
+``load``: a load test's points; ``logs``: log files (``infradoctor logs``); ``kernel-log``: the kernel log ``node``
+reads; ``router-stats``: the router's statistics endpoint or a saved dump of it; ``prometheus``: series
+``infradoctor fleet`` queried."""
+
+_BULLET = re.compile(r"-\s+``([a-z0-9_]+)``:\s*(.*)")
+
 _CODE = re.compile(r"[PSRNC]\d{3}")
 _NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
@@ -241,14 +259,23 @@ class Rule:
         """Default risk/tradeoff of the fix."""
         self.commands = commands
         """Commands that can emit it."""
-        self.evidence = MappingProxyType(dict(evidence or {}))
-        """The documented evidence keys (key -> meaning), the same whichever command emits the code."""
+        self._evidence = MappingProxyType(dict(evidence)) if evidence is not None else None
         self.preview = preview
         """Off by default (not precise enough on real input yet); run when selected explicitly."""
         self.module = module if module is not None else sys._getframe(1).f_globals.get("__name__", "")
         """The module that declares it (its docstring is the documentation)."""
         self.checks: list[Check] = []
         """Its checks, one per evidence type."""
+
+    @property
+    def evidence(self) -> Mapping[str, str]:
+        """The evidence keys every check's findings carry (key -> meaning), the same whichever command emits it.
+
+        Given to the constructor, else the bullets of the docstring's *Evidence* section.
+        """
+        if self._evidence is None:
+            self._evidence = MappingProxyType(_evidence_bullets(self._raw_doc()))
+        return self._evidence
 
     @property
     def group(self) -> str:
@@ -295,26 +322,53 @@ class Rule:
             impact=impact,
         )
 
+    def _raw_doc(self) -> str:
+        module = sys.modules.get(self.module) or importlib.import_module(self.module)
+        return (module.__doc__ or "").strip()
+
     @property
     def doc(self) -> str:
         """The rule's documentation: its module's docstring, with threshold names shown with their values."""
         module = sys.modules.get(self.module) or importlib.import_module(self.module)
-        return render_doc((module.__doc__ or "").strip(), vars(module))
+        return render_doc(self._raw_doc(), vars(module))
 
     def sections(self) -> dict[str, str]:
-        """The documentation's sections (*What it detects* ... *Fix*) by heading; the first line as ``summary``."""
-        out: dict[str, str] = {}
-        current = "summary"
-        lines: list[str] = []
-        for line in self.doc.splitlines():
-            heading = line.strip().rstrip(":")
-            if heading in DOC_SECTIONS and line.rstrip().endswith(":") and not line.startswith(" "):
-                out[current] = "\n".join(lines).strip()
-                current, lines = heading, []
-            else:
-                lines.append(line.strip())
-        out[current] = "\n".join(lines).strip()
-        return out
+        """The documentation's sections by heading; the first line as ``summary``.
+
+        *What it detects* ... *Fix*, and *Evidence* where the rule has one.
+        """
+        return _sections(self.doc)
+
+
+def _sections(doc: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    current = "summary"
+    lines: list[str] = []
+    for line in doc.splitlines():
+        heading = line.strip().rstrip(":")
+        if heading in (*DOC_SECTIONS, EVIDENCE_SECTION) and line.rstrip().endswith(":") and not line.startswith(" "):
+            out[current] = "\n".join(lines).strip()
+            current, lines = heading, []
+        else:
+            lines.append(line.strip())
+    out[current] = "\n".join(lines).strip()
+    return out
+
+
+def _evidence_bullets(doc: str) -> dict[str, str]:
+    """``key -> meaning`` of the bullets of a docstring's *Evidence* section (a bullet's meaning may wrap)."""
+    out: dict[str, str] = {}
+    key: str | None = None
+    for line in _sections(doc).get(EVIDENCE_SECTION, "").splitlines():
+        match = _BULLET.fullmatch(line)
+        if match:
+            key = match.group(1)
+            out[key] = match.group(2)
+        elif key is not None and line and not line.startswith("From ") and not line.startswith("Every "):
+            out[key] += " " + line
+        else:
+            key = None
+    return out
 
 
 _ROLE = re.compile(r":(?:data|func|class|meth|attr|mod|obj):`~?([^`]+)`")

@@ -5,6 +5,7 @@ import pytest
 
 from infradoctor.findings import (
     DOC_SECTIONS,
+    EVIDENCE_SECTION,
     Finding,
     Location,
     Rule,
@@ -45,7 +46,11 @@ def test_one_module_per_code_with_documented_sections_in_order() -> None:
     for code, entry in catalog().items():
         assert entry.module.split(".")[-1].startswith(code.lower() + "_"), (code, entry.module)
         sections = entry.sections()
-        assert list(sections)[1:5] == list(DOC_SECTIONS), (code, list(sections))
+        # the optional Evidence section sits between "How it is measured" and "Fix"
+        order = [s for s in sections if s != EVIDENCE_SECTION]
+        assert order[1:5] == list(DOC_SECTIONS), (code, list(sections))
+        if EVIDENCE_SECTION in sections:
+            assert list(sections).index(EVIDENCE_SECTION) == list(sections).index("Fix") - 1, code
         assert all(sections[s] for s in DOC_SECTIONS), code
 
 

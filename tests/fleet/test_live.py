@@ -143,7 +143,7 @@ def test_real_exporters_scraped_by_a_real_prometheus(tmp_path: Path, cli) -> Non
     assert any(f["code"] == "R005" and f["location"]["file"] == "router-2 envoy" for f in data["findings"])
     # upstream health: HAProxy's server "bad" answers 503 to everything while HAProxy holds it UP
     found = {(f["code"], f["location"]["file"], f["evidence"].get("router_name")): f for f in data["findings"]}
-    assert found[("R003", "router-1 haproxy", "bad")]["evidence"]["failed_attempts"] == ha_models["errors_5xx"]
+    assert found[("R003", "router-1 haproxy", "bad")]["evidence"]["errors"] == ha_models["errors_5xx"]
     assert ("R010", "router-1 haproxy", "bad") in found  # held healthy while its requests fail
     assert not any(code == "R013" for code, where, _ in found if where == "router-1 haproxy")  # the 5xx were bad's
     assert ("R003", "router-1 haproxy", "ok") not in found

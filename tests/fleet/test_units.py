@@ -328,7 +328,7 @@ def test_upstream_health_from_membership_panic_and_server_states() -> None:
     assert "1 of 3 hosts unhealthy" in by[("R003", "edge-3 envoy")].title
     haproxy = [f for f in found if f.code == "R003" and f.evidence["node"] == "edge-4"]
     assert {(f.evidence["router_name"], f.evidence["state"]) for f in haproxy} == {("b1", "down"), ("b2", "healthy")}
-    assert next(f for f in haproxy if f.evidence["router_name"] == "b2").evidence["failed_attempts"] == 120
+    assert next(f for f in haproxy if f.evidence["router_name"] == "b2").evidence["errors"] == 120
     # ... and HAProxy holds b2 healthy (UP) while 36% of its requests fail: the health check and traffic disagree
     assert by[("R010", "edge-4 haproxy")].evidence["router_name"] == "b2"
     # HAProxy's own 5xx (a full queue, no server left) is what R013 counts: not the servers' 5xx

@@ -123,9 +123,9 @@ def test_router_stats_dumps_join_the_logs_findings(cli, tmp_path: Path, logs_dir
     recorded = json.loads(stats.read_text())["stats"]
     retries = next(s["value"] for s in recorded if s["name"] == "cluster.app.upstream_rq_retry")
     r005 = next(f for f in from_dump if f["code"] == "R005")
-    assert r005["evidence"]["retries"] == retries and r005["evidence"]["source"] == "router-stats"
+    assert r005["evidence"]["extra_attempts"] == retries and r005["evidence"]["source"] == "router-stats"
     r003 = next(f for f in from_dump if f["code"] == "R003")
-    assert r003["evidence"]["router_name"] == "b1" and r003["evidence"]["failed_attempts"] == retries
+    assert r003["evidence"]["router_name"] == "b1" and r003["evidence"]["errors"] == retries
     # the logs' own findings are all still there
     assert [f["title"] for f in alone["findings"]] == [f["title"] for f in data["findings"] if f not in from_dump]
 

@@ -211,7 +211,7 @@ def test_nginx_slow_clients_show_as_router_time(cli, tmp_path: Path) -> None:
     # (an upstream time that included the 600 ms upload would be >= 600: half of it still separates the two)
     assert split["router_p99_ms"] >= 400 and split["upstream_p99_ms"] < 300
     r001 = [f for f in data["findings"] if f["code"] == "R001"]
-    assert r001 and r001[0]["evidence"]["router_p99_ms"] >= 400
+    assert r001 and r001[0]["evidence"]["added_p99_ms"] >= 400
 
 
 HAPROXY_BODY = """

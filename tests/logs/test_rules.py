@@ -66,7 +66,7 @@ def test_r001_router_overhead(overhead_p99: float, request_p99: float, fires: bo
     found = r001_router_overhead.check(evidence(overhead_p99_ms=overhead_p99, request_p99_ms=request_p99), OPTS)
     assert bool(found) is fires
     if fires:
-        assert found[0].code == "R001" and found[0].evidence["router_p99_ms"] == overhead_p99
+        assert found[0].code == "R001" and found[0].evidence["added_p99_ms"] == overhead_p99
 
 
 def test_r001_needs_enough_requests() -> None:
@@ -88,14 +88,14 @@ def upstream(name: str, attempts: int, errors: int, p99: float) -> UpstreamStats
 def test_r003_error_outlier() -> None:
     ups = (upstream("a:1", 100, 1, 200), upstream("b:1", 100, 0, 210), upstream("c:1", 100, 30, 205))
     found = r003_upstream_outlier.check(evidence(upstreams=ups), OPTS)
-    assert [f.evidence["upstream"] for f in found] == ["c:1"]
-    assert found[0].evidence["error_rate"] == 0.3
+    assert [f.evidence["backend"] for f in found] == ["c:1"]
+    assert found[0].evidence["error_rate"] == 0.3 and found[0].evidence["state"] == "failing"
 
 
 def test_r003_latency_outlier_and_small_pools() -> None:
     ups = (upstream("a:1", 100, 0, 200), upstream("b:1", 100, 0, 210), upstream("c:1", 100, 0, 1900))
     found = r003_upstream_outlier.check(evidence(upstreams=ups), OPTS)
-    assert [f.evidence["upstream"] for f in found] == ["c:1"] and "p99" in found[0].title
+    assert [f.evidence["backend"] for f in found] == ["c:1"] and "p99" in found[0].title
     assert r003_upstream_outlier.check(evidence(upstreams=ups[2:]), OPTS) == []
     assert r003_upstream_outlier.check(evidence(upstreams=(upstream("a:1", 5, 5, 9000),) + ups[:1]), OPTS) == []
 
@@ -103,7 +103,7 @@ def test_r003_latency_outlier_and_small_pools() -> None:
 def test_r005_retries() -> None:
     found = r005_retries.check(evidence(attempts={1: 80, 2: 15, 3: 5}), OPTS)
     assert found and found[0].evidence["retry_share"] == 0.2 and found[0].evidence["extra_attempts"] == 25
-    assert found[0].evidence["load_multiplier"] == 1.25
+    assert found[0].evidence["amplification"] == 1.25 and found[0].evidence["client_requests"] == 100
     assert r005_retries.check(evidence(attempts={1: 99, 2: 1}), OPTS) == []
     assert r005_retries.check(evidence(signature_counts={"retry_limit_exceeded": 2}), OPTS)
 
@@ -141,7 +141,7 @@ def test_r008_infers_the_router_timeout_from_clustered_durations() -> None:
 def test_r009_growing_queue() -> None:
     minutes = tuple((m, 30, float(tw), tw * 2) for m, tw in enumerate([2, 3, 5, 40, 120, 300]))
     found = r009_router_queueing.check(evidence(queue_by_minute=minutes), OPTS)
-    assert found and found[0].evidence["growing"] and found[0].evidence["worst_mean_queue_ms"] == 300
+    assert found and found[0].evidence["growing"] and found[0].evidence["queue_time_ms_max"] == 300
     flat = tuple((m, 30, 3.0, 9) for m in range(6))
     assert r009_router_queueing.check(evidence(queue_by_minute=flat), OPTS) == []
 

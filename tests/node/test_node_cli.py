@@ -61,7 +61,7 @@ def test_xid79_ecc_fixture_yields_n001_and_n002(cli, tmp_path: Path, result_vali
     # the GPU that fell off the bus cannot be read: a note and N012, and the other seven are still there
     assert any("GPU 2" in e["message"] and "GPU is lost" in e["message"] for e in data["errors"])
     (lost,) = [f for f in findings if f["code"] == "N012"]
-    assert lost["evidence"] == {"gpu": 2, "reason": "GPU is lost", "backend": "nvml"}
+    assert lost["evidence"] == {"source": "probe", "gpu": 2, "reason": "GPU is lost", "backend": "nvml"}
     assert data["metrics"]["headline"]["gpus"] == 8
     assert data["metrics"]["xid_by_code"]["79"] == 2
 

@@ -333,7 +333,7 @@ def test_n012_a_report_listing_fewer_gpus_than_attached() -> None:
     snapshot = GpuSnapshot("smi", "dump.txt", "535", "12.2", (gpu(0),), True, attached_gpus=8)
     (finding,) = n012_gpu_not_visible.check(evidence(gpu=snapshot), OPTS)
     assert finding.severity is Severity.MEDIUM and finding.evidence == {
-        "attached_gpus": 8, "listed_gpus": 1, "backend": "smi", "source": "dump.txt"}
+        "source": "probe", "attached_gpus": 8, "listed_gpus": 1, "backend": "smi", "gpu_source": "dump.txt"}
 
 
 def test_n003_over_a_window_judges_counter_growth_and_throttled_samples() -> None:

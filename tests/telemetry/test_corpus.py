@@ -209,6 +209,6 @@ def test_a_saved_dump_gives_findings() -> None:
     clusters = parse_router_stats((CORPUS / "envoy-1.40.0-clusters.json").read_bytes())
     found = {(f.code, f.evidence.get("router_name")): f for f in run_rules(dump_evidence(stats.merged(clusters)))}
     retries = stats.values["retries"]
-    assert ("R005", None) in found and found[("R005", None)].evidence["retries"] == retries
+    assert ("R005", None) in found and found[("R005", None)].evidence["extra_attempts"] == retries
     assert found[("R005", None)].evidence["client_requests"] == stats.values["client_requests"]
-    assert ("R003", "b1") in found and found[("R003", "b1")].evidence["failed_attempts"] == retries
+    assert ("R003", "b1") in found and found[("R003", "b1")].evidence["errors"] == retries

@@ -220,7 +220,10 @@ def node_evidence(node: str, gpus: list[FleetGpu], host: FleetHost | None, *, wi
 
 
 def node_findings(node: str, evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
-    """The node rules over one node's evidence, each finding naming the node (and GPU) it is about."""
+    """The node rules over one node's evidence, each finding naming the node (and GPU) it is about.
+
+    Their ``source`` is ``prometheus``: the evidence was read from it.
+    """
     out = []
     for finding in run_rules(evidence, options):
         where = finding.location.file if finding.location is not None else ""
@@ -230,6 +233,6 @@ def node_findings(node: str, evidence: NodeEvidence, options: NodeOptions) -> li
         title = finding.title
         if finding.code == "N001":  # dcgm-exporter's Xid events carry the GPU's name where the kernel prints PCI
             title = title.replace("PCI:GPU ", "GPU ")
-        out.append(replace(finding, title=f"{node}: {title}", location=location,
-                           evidence={"node": node, **finding.evidence}))
+        out.append(replace(finding, title=f"{node}: {title}", location=location,  # read from Prometheus
+                           evidence={"node": node, **finding.evidence, "source": "prometheus"}))
     return out

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from infradoctor.findings import Finding, Location, Rule, Severity
@@ -46,9 +46,14 @@ def incident_summary(incidents: Sequence[Incident]) -> dict[str, object]:
 
 
 def signature_findings(
-    evidence: LogsEvidence, rule: Rule, signatures: Sequence[str], what: str, severity: Severity | None = None
+    evidence: LogsEvidence, rule: Rule, signatures: Sequence[str], what: str, severity: Severity | None = None,
+    extra: Mapping[str, object] | None = None,
 ) -> list[Finding]:
-    """One finding of ``rule`` for all incidents of ``signatures`` (which map to its code), or none."""
+    """One finding of ``rule`` for all incidents of ``signatures`` (which map to its code), or none.
+
+    Its evidence: ``source`` (``logs``), ``extra``'s keys, ``kinds`` (lines per signature) and
+    :func:`incident_summary`'s keys.
+    """
     incidents = evidence.incidents_of(*signatures)
     if not incidents:
         return []
@@ -63,8 +68,9 @@ def signature_findings(
              + (f" ({count} log lines)" if count != failures else "")
              + (f" at {top}" if top and top != "-" else ""))
     fixes = " ".join(dict.fromkeys(BY_ID[s].fix for s in signatures if s in BY_ID))
-    evidence_dict = {"kinds": {s: evidence.signature_counts.get(s, 0) for s in signatures
-                                    if evidence.signature_counts.get(s)}, **summary}
+    evidence_dict = {"source": "logs", **(extra or {}),
+                     "kinds": {s: evidence.signature_counts.get(s, 0) for s in signatures
+                               if evidence.signature_counts.get(s)}, **summary}
     return [rule.finding(title, evidence_dict, severity=severity, fix=fixes or None,
                          impact=_share(evidence, failures), location=largest_file(incidents))]
 

@@ -1,21 +1,17 @@
 """N001 gpu-xid: NVIDIA Xid errors in the kernel log.
 
 What it detects:
-    ``NVRM: Xid (PCI:...): N`` lines in the kernel log (dmesg, journalctl -k, /var/log/kern.log, or the file given
-    with ``--kernel-log``). One finding per Xid code, with the GPUs (PCI addresses) and processes involved.
-
-    From logs (`infradoctor logs`): ``NVRM: Xid (PCI:...): N`` lines: the NVIDIA driver reporting a GPU error with
-    code N.
+    ``NVRM: Xid (PCI:...): N`` lines: the NVIDIA driver reporting a GPU error with code N, in the kernel log
+    ``node`` reads (dmesg, journalctl -k, /var/log/kern.log, or the file given with ``--kernel-log``), in log files
+    given to ``infradoctor logs`` (with "GPU has fallen off the bus" printed without an Xid, as Xid 79), or as
+    dcgm-exporter's last Xid under ``infradoctor fleet``. One finding per Xid code, with the GPUs involved.
 
 Why it matters:
     An Xid is the driver reporting a GPU error. Some are the application's own fault (13, 31, 43: a bad kernel or
     illegal address; the GPU is fine); others mean the GPU needs a reset (48, 62, 95, 119, 120), the node needs a
-    reboot (79: the GPU fell off the bus), or the board needs to be drained and replaced (92). Jobs that hit
-    them crash, hang or silently lose a GPU.
-
-    From logs (`infradoctor logs`): Some codes are application faults (13, 31, 43: fix or restart the app), others
-    mean the GPU or board is failing (48 double-bit ECC, 79 fallen off the bus, 64/95 ECC containment failures, 74
-    NVLink): jobs on that GPU will keep failing or hang until it is reset or replaced.
+    reboot (79: the GPU fell off the bus), or the board needs to be drained and replaced (64/95 ECC containment
+    failures, 92, 74 NVLink when they recur). Jobs that hit them crash, hang or silently lose a GPU, and keep
+    failing on it until it is reset or replaced.
 
 How it is measured:
     Each Xid line is parsed (code, PCI address, pid and process name where printed) and looked up in a table of
@@ -32,14 +28,29 @@ How it is measured:
     and early warnings, low when nothing is to be done. An Xid 45 that says "caused by previous Xid N" is listed
     under code N (one root cause, not a separate finding per teardown).
 
-Fix:
-    Act per code, as the finding says: application errors -> fix or restart the application; reset the GPU
-    (``nvidia-smi -r -i N`` with no processes on it) for 48/62/63/95/119/120; reboot and drain for 79; drain and
-    RMA when 64/92/95 recur or row remapping failed (see N002).
+Evidence:
+    Every check gives:
 
-    From logs (`infradoctor logs`): Act per code: application errors -> debug/restart the application; hardware
-    errors -> reset the GPU (nvidia-smi -r) when idle, reboot for 79, drain the node and RMA when ECC/NVLink errors
-    repeat.
+    - ``source``: ``kernel-log`` (``infradoctor node``), ``logs`` or ``prometheus`` (``infradoctor fleet``).
+    - ``xid``: the code.
+    - ``count``: its lines (events).
+    - ``devices``: the GPUs named: the probe's GPU labels where the PCI address matches one, else ``PCI:`` and
+      the address as the line printed it.
+    - ``meaning``, ``origin`` and ``action``: from the shared Xid table (``infradoctor.xid``); from logs the
+      line's own recovery action where it prints one.
+    - ``hardware``: whether the origin is the GPU, the board or the driver rather than the application.
+    - ``example``: one line (the last from ``node``, the first from logs), cut at 300 characters.
+
+    From ``node`` also: ``pci``, ``gpus`` (matched GPU labels), ``pids``, ``processes``, ``first_timestamp``,
+    ``last_timestamp``, ``kernel_log``.
+
+    From logs also: ``followed_by`` (Xid 45 lines naming this code as their cause, by code), ``followed_devices``,
+    ``without_xid_line`` ("fallen off the bus" lines without an Xid).
+
+Fix:
+    Act per code, as the finding says: application errors -> fix, debug or restart the application; reset the GPU
+    (``nvidia-smi -r -i N`` with no processes on it) for 48/62/63/95/119/120; reboot and drain for 79; drain and RMA
+    when 64/92/95 or NVLink errors recur or row remapping failed (see N002).
 """
 
 from __future__ import annotations
@@ -79,24 +90,28 @@ def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
         gpus = [d.label for d in matched if d is not None]
         names = sorted({e.process_name for e in events if e.process_name})
         pids = sorted({e.pid for e in events if e.pid is not None})
-        where = ", ".join(gpus or [f"PCI:{p}" for p in pcis])
+        devices = gpus or [f"PCI:{p}" for p in pcis]
+        where = ", ".join(devices)
         title = f"Xid {code} ({info.meaning}) x{len(events)} on {where}: {info.action}"
         findings.append(
             RULE.finding(
             title,
                 {
+                    "source": "kernel-log",
                     "xid": code,
                     "count": len(events),
+                    "devices": devices,
                     "meaning": info.meaning,
                     "origin": info.origin,
                     "action": info.action,
+                    "hardware": info.hardware,
+                    "example": events[-1].message[:300],
                     "pci": pcis,
                     "gpus": gpus,
                     "pids": pids[:20],
                     "processes": names[:20],
                     "first_timestamp": events[0].timestamp,
                     "last_timestamp": events[-1].timestamp,
-                    "example": events[-1].message[:300],
                     "kernel_log": evidence.kernel.source,
                 },
                 severity=info.severity,
@@ -133,10 +148,10 @@ def check_logs(evidence: LogsEvidence, options: LogsRuleOptions) -> list[Finding
                                       for c, n in sorted(lines.followed.items()))
         findings.append(RULE.finding(
             title,
-            {"xid": code, "count": lines.count, "devices": gpus, "meaning": info.meaning, "origin": info.origin,
-             "action": action, "hardware": info.hardware, "followed_by": {str(c): n for c, n in lines.followed.items()},
-             "followed_devices": list(lines.followed_devices), "without_xid_line": lines.without_xid,
-             "example": lines.example[:300]},
+            {"source": "logs", "xid": code, "count": lines.count, "devices": gpus, "meaning": info.meaning,
+             "origin": info.origin, "action": action, "hardware": info.hardware, "example": lines.example[:300],
+             "followed_by": {str(c): n for c, n in lines.followed.items()},
+             "followed_devices": list(lines.followed_devices), "without_xid_line": lines.without_xid},
             severity=severity,
             fix=info.advice if action == info.action else f"{info.advice} The log's own recovery action: {action}.",
         ))

@@ -1,20 +1,16 @@
 """N006 host-memory-pressure: host RAM nearly exhausted, or heavy swap use.
 
 What it detects:
-    Memory available to new work below :data:`AVAILABLE_FRACTION` of RAM, or swap more than
-    :data:`SWAP_USED_FRACTION` used (and at least :data:`SWAP_MIN_BYTES`).
-
-    From logs (`infradoctor logs`): Kernel lines "Out of memory: Killed process ...", "... invoked oom-killer",
-    "oom-kill:...", "Memory cgroup out of memory".
+    The host runs out of memory. From ``infradoctor node``: memory available to new work below
+    :data:`AVAILABLE_FRACTION` of RAM, or swap more than :data:`SWAP_USED_FRACTION` used (and at least
+    :data:`SWAP_MIN_BYTES`). From logs (``infradoctor logs``): the kernel's OOM killer ended a process ("Out of
+    memory: Killed process ...", "... invoked oom-killer", "oom-kill:...", "Memory cgroup out of memory").
 
 Why it matters:
     With little available memory the kernel drops page cache (data loading slows), swaps (everything slows), or the
-    OOM killer ends a process: often a DataLoader worker or the training job itself. Heavy swap use means working
-    memory already lives on disk.
-
-    From logs (`infradoctor logs`): A model server, tokenizer worker or data loader killed by the kernel dies
-    without a Python traceback; the router then reports resets or no healthy upstream, and the real cause is only in
-    the kernel log.
+    OOM killer ends a process: often a DataLoader worker, a tokenizer worker, the model server or the training job
+    itself, which dies without a Python traceback (a router then reports resets or no healthy upstream, and the real
+    cause is only in the kernel log). Heavy swap use means working memory already lives on disk.
 
 How it is measured:
     psutil ``virtual_memory().available`` (the kernel's MemAvailable estimate) against total, and
@@ -24,12 +20,21 @@ How it is measured:
     From logs (`infradoctor logs`): Signature catalog matches in kernel (or any) logs merged into incidents per
     source and time window.
 
-Fix:
-    Find the largest processes (evidence). Reduce DataLoader workers or per-worker caching, load datasets with
-    memory mapping, shrink pinned-memory buffers, or move work to a node with more RAM.
+Evidence:
+    Every check gives:
 
-    From logs (`infradoctor logs`): Lower worker counts or data cached in RAM, set container memory limits that
-    match what the process needs, add RAM or move work to another node; check for host memory growth.
+    - ``source``: ``probe`` (``infradoctor node``; ``prometheus`` under ``infradoctor fleet``) or ``logs``.
+
+    The two measure different sides of the same shortage (the memory left, the processes killed for it), so they
+    share no number. From the probe: ``available_fraction``, ``available_gib``, ``total_gib``,
+    ``swap_used_fraction``, ``swap_used_gib``, ``top_rss`` (the largest processes). From logs: the OOM-kill
+    incidents' summary: ``kinds``, ``count`` (log lines), ``failures``, ``incidents``, ``files``, ``subjects``,
+    ``first``, ``last``, ``windows``, ``example``.
+
+Fix:
+    Find the largest processes (evidence) or the killed ones. Reduce DataLoader workers or per-worker caching, load
+    datasets with memory mapping, shrink pinned-memory buffers, set container memory limits that match what the
+    process needs, or add RAM or move work to a node with more of it; check for host memory growth.
 """
 
 from __future__ import annotations
@@ -83,6 +88,7 @@ def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
         RULE.finding(
             "Host memory pressure: " + "; ".join(parts),
             {
+                "source": "probe",
                 "available_fraction": round(mem.available_fraction, 4),
                 "available_gib": gib(mem.available_bytes),
                 "total_gib": gib(mem.total_bytes),

@@ -1,21 +1,19 @@
 """N009 socket-exhaustion: ephemeral ports, TIME_WAIT sockets or file descriptors near their limits.
 
 What it detects:
-    Sockets in TIME_WAIT reaching :data:`TIME_WAIT_FRACTION` of the ephemeral port range, local ports in the
-    ephemeral range in use reaching :data:`EPHEMERAL_FRACTION` of it, this process's open file descriptors reaching
-    :data:`FD_FRACTION` of its soft limit, or system-wide file handles reaching :data:`FD_FRACTION` of the maximum.
-
-    From logs (`infradoctor logs`): "Cannot assign requested address" (EADDRNOTAVAIL: no free ephemeral port) and
-    "Too many open files" (EMFILE).
+    Sockets, ephemeral ports or file descriptors run out. From ``infradoctor node``: sockets in TIME_WAIT reaching
+    :data:`TIME_WAIT_FRACTION` of the ephemeral port range, local ports in the ephemeral range in use reaching
+    :data:`EPHEMERAL_FRACTION` of it, this process's open file descriptors reaching :data:`FD_FRACTION` of its soft
+    limit, or system-wide file handles reaching :data:`FD_FRACTION` of the maximum. From logs
+    (``infradoctor logs``): "Cannot assign requested address" (EADDRNOTAVAIL: no free ephemeral port) and "Too many
+    open files" (EMFILE).
 
 Why it matters:
-    A client that opens a new connection per request leaves one TIME_WAIT socket behind each (for about 60 s);
-    once the ephemeral ports for a destination are used up, ``connect()`` fails with ``EADDRNOTAVAIL`` ("Cannot
-    assign requested address") and the service reports errors that have nothing to do with the model. Running out
-    of file descriptors fails ``accept()``, ``open()`` and ``socket()`` with ``EMFILE``.
-
-    From logs (`infradoctor logs`): New connections fail although the peer is healthy. Typically a client or router
-    opens a new connection per request, leaving tens of thousands of sockets in TIME_WAIT.
+    A client or router that opens a new connection per request leaves one TIME_WAIT socket behind each (for about 60
+    s); once the ephemeral ports for a destination are used up, ``connect()`` fails with ``EADDRNOTAVAIL`` ("Cannot
+    assign requested address") and new connections fail although the peer is healthy: the service reports errors
+    that have nothing to do with the model. Running out of file descriptors fails ``accept()``, ``open()`` and
+    ``socket()`` with ``EMFILE``.
 
 How it is measured:
     psutil ``net_connections("tcp")`` counted by state, local ports inside
@@ -25,13 +23,22 @@ How it is measured:
 
     From logs (`infradoctor logs`): Signature catalog matches merged into incidents per subject and time window.
 
+Evidence:
+    Every check gives:
+
+    - ``source``: ``probe`` (``infradoctor node``; ``prometheus`` under ``infradoctor fleet``) or ``logs``.
+
+    The probe measures how close the limits are, logs the failures once they are reached, so they share no number.
+    From the probe: the ratios that reached their threshold (``time_wait_per_ephemeral_port``,
+    ``ephemeral_ports_used_fraction``, ``process_fds_fraction``, ``system_fds_fraction``), ``tcp_by_state``,
+    ``ephemeral_range``, ``process_fds``, ``process_fd_soft_limit``, ``system_file_handles``, ``system_file_max``.
+    From logs: the incidents' summary: ``kinds``, ``count`` (log lines), ``failures``, ``incidents``, ``files``,
+    ``subjects``, ``first``, ``last``, ``windows``, ``example``.
+
 Fix:
     Reuse connections: keep-alive connection pools in clients (one ``httpx.Client``/``aiohttp.ClientSession`` per
     process, not per request) and upstream keep-alive in routers. Widen ``net.ipv4.ip_local_port_range``; raise the
     fd limit (``ulimit -n``, systemd ``LimitNOFILE``).
-
-    From logs (`infradoctor logs`): Reuse connections (keep-alive pools to upstreams), widen
-    net.ipv4.ip_local_port_range, raise the fd limit.
 """
 
 from __future__ import annotations
@@ -96,7 +103,7 @@ def check(evidence: NodeEvidence, options: NodeOptions) -> list[Finding]:
     if not parts:
         return []
     severity = Severity.HIGH if max(ratios.values()) >= HIGH_FRACTION else None
-    evidence_out: dict[str, object] = {k: round(v, 4) for k, v in ratios.items()}
+    evidence_out: dict[str, object] = {"source": "probe", **{k: round(v, 4) for k, v in ratios.items()}}
     evidence_out.update(
         {
             "tcp_by_state": dict(sockets.tcp_by_state) if sockets is not None else None,

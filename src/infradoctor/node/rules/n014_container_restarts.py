@@ -1,24 +1,21 @@
 """N014 container-restarts: containers that restart, are OOM-killed or wait in a crash back-off.
 
 What it detects:
-    From kube-state-metrics (`infradoctor fleet`): per node, the containers whose restart count grew in the incident
-    window by at least ``MIN_RESTARTS``, or whose last termination in the window was ``OOMKilled``, or that waited
-    in ``CrashLoopBackOff`` (or another start failure: image pull, bad configuration), and the pods that were not
-    ready (failing their readiness probe) for a while in the window. One finding per node, naming the containers
-    with the most restarts and the pods not ready.
-
-    From logs (`infradoctor logs`): Kubernetes events, ``kubectl describe``/``get pods`` output and kubelet lines
-    about a container that does not stay up: ``CrashLoopBackOff`` / "back-off restarting failed container", a
-    container ``OOMKilled``, and failed or errored liveness, readiness and startup probes ("Readiness probe failed",
-    kubelet's "Probe failed", "failed liveness probe, will be restarted").
+    Containers that do not stay up. From kube-state-metrics (``infradoctor fleet``): per node, the containers whose
+    restart count grew in the incident window by at least ``MIN_RESTARTS``, or whose last termination in the window
+    was ``OOMKilled``, or that waited in ``CrashLoopBackOff`` (or another start failure: image pull, bad
+    configuration), and the pods that were not ready (failing their readiness probe) for a while in the window. One
+    finding per node, naming the containers with the most restarts and the pods not ready. From logs
+    (``infradoctor logs``): Kubernetes events, ``kubectl describe``/``get pods`` output and kubelet lines about a
+    container that does not stay up: ``CrashLoopBackOff`` / "back-off restarting failed container", a container
+    ``OOMKilled``, and failed or errored liveness, readiness and startup probes ("Readiness probe failed", kubelet's
+    "Probe failed", "failed liveness probe, will be restarted").
 
 Why it matters:
     A restarting model server drops its in-flight requests, reloads its weights (minutes for a large model) and
-    sheds its warm KV cache; behind a router this shows as 5xx bursts, retries and latency spikes on whichever node
-    it runs. An OOM kill (exit code 137) means the container's memory limit is below what the model or its batch
-    needs; a crash back-off means it cannot start at all and its GPUs sit idle.
-
-    From logs (`infradoctor logs`): these are the cause behind "no healthy upstream" at the router; a server that
+    sheds its warm KV cache; behind a router this shows as 5xx bursts, retries, "no healthy upstream" and latency
+    spikes on whichever node it runs. An OOM kill (exit code 137) means the container's memory limit is below what
+    the model or its batch needs; a crash back-off means it cannot start at all and its GPUs sit idle; a server that
     fails readiness is taken out of the load balancer, so the others take its traffic.
 
 How it is measured:
@@ -35,14 +32,28 @@ How it is measured:
     back-off (as from kube-state-metrics); probe failures alone are ``low`` (a probe failing under load is worth
     knowing, not yet a restart).
 
+Evidence:
+    Every check gives:
+
+    - ``source``: ``prometheus`` (kube-state-metrics, ``infradoctor fleet``) or ``logs``.
+    - ``oom_kills``: OOM kills seen (from kube-state-metrics: containers whose last termination in the window
+      was ``OOMKilled``; from logs: ``OOMKilled`` lines).
+    - ``crash_loops``: crash back-offs seen (containers waiting in a start failure; from logs:
+      ``CrashLoopBackOff`` lines).
+
+    From kube-state-metrics also: ``node``, ``containers``, ``restarts``, ``oom_killed`` and ``crash_looping`` (the
+    containers named), ``top`` (the most restarted, with their reasons and exit codes), ``not_ready``,
+    ``pods_not_ready``, ``window_s``, ``source_detail`` (the query's origin).
+
+    From logs also: the incidents' summary: ``kinds`` (lines per signature, probe failures included), ``count``,
+    ``failures``, ``incidents``, ``files``, ``subjects``, ``first``, ``last``, ``windows``, ``example``.
+
 Fix:
     OOMKilled: raise the container's memory limit to what it uses at peak (or lower its batch size / KV-cache
     share); CrashLoopBackOff: read the previous container's log (``kubectl logs --previous``) for the start-up
     error; repeated restarts without a reason: check liveness probes (a probe that times out under load kills a
-    healthy but busy server).
-
-    From logs (`infradoctor logs`): the same; for probes, make them answer what the server can answer while busy (a
-    cheap health endpoint, a timeout above its p99, a startupProbe as long as the model takes to load).
+    healthy but busy server); make probes answer what the server can answer while busy (a cheap health endpoint, a
+    timeout above its p99, a startupProbe as long as the model takes to load).
 """
 
 from __future__ import annotations
@@ -114,6 +125,9 @@ def check(evidence: ContainerEvidence, options: NodeOptions) -> list[Finding]:
         findings.append(RULE.finding(
             f"{node}: " + ", ".join(parts) + f" ({shown})",
             {
+                "source": "prometheus",
+                "oom_kills": len(oom),
+                "crash_loops": len(looping),
                 "node": node,
                 "containers": len(items),
                 "restarts": total,
@@ -125,7 +139,7 @@ def check(evidence: ContainerEvidence, options: NodeOptions) -> list[Finding]:
                 "not_ready": [f"{p.namespace}/{p.pod}" for p in pods[:SHOWN]],
                 "pods_not_ready": len(pods),
                 "window_s": evidence.window_s,
-                "source": evidence.source,
+                "source_detail": evidence.source,
             },
             severity=Severity.HIGH if severe else None if items else Severity.LOW,
             location=Location(file=node),
@@ -149,5 +163,8 @@ def check_logs(evidence: LogsEvidence, options: LogsRuleOptions) -> list[Finding
     what = {"crash_loop_backoff": "CrashLoopBackOff", "container_oom_killed": "OOMKilled",
             "probe_failed": "probe failures"}
     kinds = [what[s] for s in LOGS_SIGNATURES if evidence.signature_counts.get(s)]
+    counts = evidence.signature_counts
     return signature_findings(evidence, RULE, LOGS_SIGNATURES, "Container restarts (" + ", ".join(kinds) + ")",
-                              severity=Severity.HIGH if restarts else Severity.LOW)
+                              severity=Severity.HIGH if restarts else Severity.LOW,
+                              extra={"oom_kills": counts.get("container_oom_killed", 0),
+                                     "crash_loops": counts.get("crash_loop_backoff", 0)})

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from infradoctor.route.analysis import CONNECT_ERROR_CLASSES
 from infradoctor.route.evidence import BackendStats, RouteEvidence
-from infradoctor.route.stats import two_proportion_greater
+from infradoctor.route.stats import Estimate, two_proportion_greater
 
 DEFAULT_SLOW_MS = 100.0
 """Direct median latency (ms) at or above which a backend counts as slow (``--slow-ms``)."""
@@ -40,6 +41,15 @@ class RuleOptions:
 
     slow_backend_ms: float = DEFAULT_SLOW_MS
     """Direct median (ms) from which backends count as slow (R002)."""
+
+
+def estimate(key: str, value: Estimate) -> dict[str, Any]:
+    """An estimate as evidence: ``key`` its value (a number, as every source gives it).
+
+    ``key_ci`` is its 95% interval ``[low, high]``.
+    """
+    out = value.to_dict()
+    return {key: out["value"], f"{key}_ci": [out["ci_low"], out["ci_high"]]}
 
 
 def requests_and_errors(backend: BackendStats) -> tuple[int, int]:

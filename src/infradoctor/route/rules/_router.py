@@ -12,6 +12,14 @@ QUEUE_SHARE = 0.05
 """Share of requests that waited in the router's pending queue from which queueing matters (R009, R001)."""
 
 
+def stats_source(evidence: RouterEvidence) -> str:
+    """The ``source`` evidence key of a finding from the router's statistics.
+
+    ``prometheus`` where ``fleet`` read them from Prometheus, else ``router-stats`` (``--router-stats``, a dump).
+    """
+    return "prometheus" if evidence.window.format == "prometheus" else "router-stats"
+
+
 def counter(evidence: RouterEvidence, key: str) -> float:
     """Growth of a canonical counter over the run (0 when the router does not report it)."""
     return evidence.window.counters.get(key, 0.0)

@@ -1,21 +1,16 @@
 """R001 router-overhead: the router itself adds significant latency.
 
 What it detects:
-    Requests through the router are slower than the same requests sent straight to the backends, interleaved in
-    time, by a margin that is both statistically significant and material: at the median, or at the tail (p99).
-
-    From logs (`infradoctor logs`): Time the router itself adds: nginx ``$request_time`` minus
-    ``$upstream_response_time``, Envoy ``%DURATION%`` minus ``x-envoy-upstream-service-time``, HAProxy ``Ta`` minus
-    ``Tr``.
+    The router itself adds latency. From ``infradoctor route``: requests through the router are slower than the same
+    requests sent straight to the backends, interleaved in time, by a margin that is both statistically significant
+    and material, at the median or at the tail (p99). From logs (``infradoctor logs``): the time the router logs on
+    top of its upstream's (nginx ``$request_time`` minus ``$upstream_response_time``, Envoy ``%DURATION%`` minus
+    ``x-envoy-upstream-service-time``, HAProxy ``Ta`` minus ``Tr``) is a large share of the request time.
 
 Why it matters:
-    When routed latency is high, the backends are usually blamed and scaled. If the time is spent in the router
-    (its CPU, connection setup per request, buffering, queueing for an upstream connection), more backends will
-    not help.
-
-    From logs (`infradoctor logs`): When the router's share of the latency is large, scaling or tuning the backends
-    will not help: the router is short of CPU or workers, buffers the body, opens a new upstream connection per
-    request, or waits for a slow client.
+    When routed latency is high, the backends are usually blamed and scaled. If the time is spent in the router (its
+    CPU or workers, connection setup per request, buffering the body, queueing for an upstream connection, waiting
+    for a slow client), more backends will not help.
 
 How it is measured:
     Router-added latency = routed quantile minus direct quantile (backends pooled), with a seeded 95% bootstrap
@@ -61,14 +56,31 @@ How it is measured:
     difference in whole ms into a histogram; the finding fires when its p99 is at least :data:`OVERHEAD_P99_MS` (100
     ms) and at least :data:`OVERHEAD_SHARE` (20%) of the request p99 (at least ``min_requests`` such requests).
 
-Fix:
-    Scale the router (more workers/replicas, CPU), enable upstream keep-alive and connection pooling (nginx
-    ``keepalive`` in the upstream block with ``proxy_http_version 1.1``), check proxy buffering and any filters,
-    rate limits or auth calls the router makes per request.
+Evidence:
+    Every check gives:
 
-    From logs (`infradoctor logs`): Give the router more CPU/workers, enable upstream keep-alive and connection
-    pooling, turn off request/response buffering for streaming endpoints; check whether slow clients (large uploads)
-    dominate the difference.
+    - ``source``: ``probe`` (``infradoctor route``) or ``logs``.
+    - ``added_p50_ms``: the time the router adds at the median (ms): routed minus direct p50, less the router's
+      retry back-off and queue wait where they were taken out; from logs the median of the router's own time per
+      request.
+    - ``added_p99_ms``: the same at p99 (ms); None for one backend's path (judged at p50 only).
+    - ``requests``: the requests it rests on: successful routed requests (to that backend, for one backend's
+      path); from logs the requests with one upstream attempt that log both times.
+
+    From the probe also: ``added_p50_ms_ci`` and ``added_p99_ms_ci`` (95% bootstrap intervals, ``[low, high]``),
+    ``routed_p50_ms``, ``direct_p50_ms``, ``routed_p99_ms``, ``direct_p99_ms``, ``added_fraction_p50`` (added over
+    the direct median), ``p_value``, ``direct_n``, ``per_backend_added_p50_ms``, ``host_allowance_ms`` and
+    ``router``; ``backend`` for one backend's path; where the router's retry back-off or queue wait was taken out,
+    ``measured_added_p50_ms`` (and its ``_ci``) before that, ``subtracted_ms`` by cause and ``router_stats``.
+
+    From logs also: ``request_p99_ms``, ``upstream_p99_ms`` and ``share_of_request_p99`` (``added_p99_ms`` over
+    ``request_p99_ms``).
+
+Fix:
+    Scale the router (more workers/replicas, CPU); enable upstream keep-alive and connection pooling (nginx
+    ``keepalive`` in the upstream block with ``proxy_http_version 1.1``); turn off request/response buffering for
+    streaming endpoints; check filters, rate limits or auth calls the router makes per request, and whether slow
+    clients (large uploads) make the difference.
 """
 
 from __future__ import annotations
@@ -77,7 +89,7 @@ from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.logs.evidence import LogsEvidence
 from infradoctor.logs.incidents import LogsRuleOptions
 from infradoctor.route.evidence import RouteEvidence
-from infradoctor.route.rules._common import RuleOptions
+from infradoctor.route.rules._common import RuleOptions, estimate
 from infradoctor.route.rules._router import QUEUE_SHARE, RETRY_SHARE, counter, gauge_max, queued_share, retry_share
 from infradoctor.route.rules.r005_retry_amplification import MIN_AMPLIFICATION, MIN_EXTRA_ATTEMPTS
 from infradoctor.route.stats import Estimate
@@ -201,23 +213,24 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
     )
     if not (median_hit or tail_hit):
         return _per_backend(evidence, other_ms)
-    evidence_out = {
+    evidence_out: dict[str, object] = {
+        "source": "probe",
+        **estimate("added_p50_ms", median),
+        **estimate("added_p99_ms", tail),
+        "requests": att.routed_n,
         "router": evidence.router_url,
-        "added_p50_ms": median.to_dict(),
-        "added_p99_ms": tail.to_dict(),
         "routed_p50_ms": att.routed_p50_ms,
         "direct_p50_ms": att.direct_p50_ms,
         "routed_p99_ms": att.routed_p99_ms,
         "direct_p99_ms": att.direct_p99_ms,
         "added_fraction_p50": att.added_fraction_p50,
         "p_value": att.p_value,
-        "routed_n": att.routed_n,
         "direct_n": att.direct_n,
         "per_backend_added_p50_ms": {b.backend: b.added_p50.value for b in att.per_backend},
         "host_allowance_ms": round(allowance, 3),
     }
     if subtracted:
-        evidence_out["measured_added_p50_ms"] = att.added_p50.to_dict()
+        evidence_out.update(estimate("measured_added_p50_ms", att.added_p50))
         evidence_out["subtracted_ms"] = {k: round(v, 3) for k, v in subtracted.items()}
         evidence_out["router_stats"] = stats.window.source if stats is not None else None
     if median_hit:
@@ -266,11 +279,13 @@ def _per_backend(evidence: RouteEvidence, other_ms: float = 0.0) -> list[Finding
             f"Through the router, requests to {entry.backend} take {added.value:.1f} ms longer at p50 "
                 f"(95% CI {added.low:.1f}-{added.high:.1f}) than sent to it directly",
                 {
+                    "source": "probe",
+                    **estimate("added_p50_ms", added),
+                    "added_p99_ms": None,  # the tail is judged pooled only
+                    "requests": entry.routed_n,
                     "router": evidence.router_url,
                     "backend": entry.backend,
-                    "added_p50_ms": added.to_dict(),
                     "direct_p50_ms": direct_p50,
-                    "routed_n": entry.routed_n,
                     "direct_n": entry.direct_n,
                 },
                 severity=Severity.MEDIUM,
@@ -297,7 +312,7 @@ def check_logs(evidence: LogsEvidence, options: LogsRuleOptions) -> list[Finding
         return []
     return [RULE.finding(
             f"The router adds {p99:.0f} ms at p99 ({share:.0%} of the request p99)", {
-        "router_p50_ms": evidence.overhead_p50_ms, "router_p99_ms": p99, "request_p99_ms": request_p99,
-        "upstream_p99_ms": evidence.upstream_p99_ms, "requests": evidence.overhead_samples,
-        "share_of_request_p99": round(share, 3),
+        "source": "logs", "added_p50_ms": evidence.overhead_p50_ms, "added_p99_ms": p99,
+        "requests": evidence.overhead_samples, "request_p99_ms": request_p99,
+        "upstream_p99_ms": evidence.upstream_p99_ms, "share_of_request_p99": round(share, 3),
     }, impact=min(1.0, share))]

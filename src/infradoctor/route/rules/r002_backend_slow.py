@@ -1,17 +1,14 @@
 """R002 backend-slow: requests are slow straight to the backends too; the router is not the problem.
 
 What it detects:
-    Routed requests are slow, and the same requests sent directly to the backends (interleaved in time) are just
-    as slow: the router adds little of the latency.
-
-    From logs (`infradoctor logs`): Requests are slow and the time is spent in the upstream, not in the router.
+    Requests are slow and the time is spent in the backends, not in the router. From ``infradoctor route``: routed
+    requests are slow, and the same requests sent directly to the backends (interleaved in time) are just as slow.
+    From logs (``infradoctor logs``): successful requests are slow and the router's own time is a small part of it.
 
 Why it matters:
-    Routers are often blamed for slow AI endpoints. When direct requests are as slow as routed ones, tuning or
-    replacing the router cannot help; the time is spent in the model server or the node.
-
-    From logs (`infradoctor logs`): It tells where to look: tuning the router will not help; the backend (model
-    server, model, its GPU) is the bottleneck, or it is overloaded.
+    Routers are often blamed for slow AI endpoints. When the time is spent in the backends, tuning or replacing the
+    router cannot help: the model server, the model, its GPU or the node is the bottleneck, or the backends are
+    overloaded.
 
 How it is measured:
     The pooled direct median must reach ``--slow-ms`` (default ``DEFAULT_SLOW_MS``), and the router's added
@@ -25,12 +22,26 @@ How it is measured:
     median p99 of the others, each with ``min_requests`` timed attempts), the finding names them; otherwise the
     backends are slow alike. Every percentile comes with the number of requests behind it.
 
+Evidence:
+    Every check gives:
+
+    - ``source``: ``probe`` (``infradoctor route``) or ``logs``.
+    - ``added_p50_ms``: the time the router adds at the median (ms), as R001 measures it.
+    - ``added_p99_ms``: the same at p99 (ms).
+    - ``requests``: the routed requests that measure rests on (as R001's).
+
+    From the probe also: ``added_p50_ms_ci`` and ``added_p99_ms_ci`` (95% intervals), ``direct_p50_ms``,
+    ``routed_p50_ms``, ``router_share_p50`` (the router's share of the routed median), ``slow_ms_threshold``
+    (``--slow-ms``) and ``backends`` (each backend's direct p50 and p99).
+
+    From logs also: ``success_p99_ms`` and ``success_n`` (successful requests), ``upstream_p99_ms`` and
+    ``upstream_n``, ``slow_upstreams`` (the upstreams that stand out, each with its p50, p99 and ``n``) and
+    ``others_median_p99_ms`` when some do.
+
 Fix:
     Diagnose the backend directly: ``infradoctor load`` against one backend URL for latency under load,
-    ``infradoctor profile`` for the model server, ``infradoctor node`` for the GPU and host.
-
-    From logs (`infradoctor logs`): Diagnose the backend directly (``infradoctor load`` against it, ``infradoctor
-    profile`` of the server); add replicas if it is overloaded.
+    ``infradoctor profile`` for the model server, ``infradoctor node`` for the GPU and host; add replicas if it is
+    overloaded, drain one that stays slower than the others.
 """
 
 from __future__ import annotations
@@ -41,7 +52,7 @@ from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.logs.evidence import LogsEvidence, UpstreamStats, hist_quantile
 from infradoctor.logs.incidents import LogsRuleOptions
 from infradoctor.route.evidence import RouteEvidence
-from infradoctor.route.rules._common import RuleOptions
+from infradoctor.route.rules._common import RuleOptions, estimate
 
 RULE = Rule(
     "R002",
@@ -84,9 +95,12 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
         RULE.finding(
             title,
             {
+                "source": "probe",
+                **estimate("added_p50_ms", att.added_p50),
+                **estimate("added_p99_ms", att.added_p99),
+                "requests": att.routed_n,
                 "direct_p50_ms": att.direct_p50_ms,
                 "routed_p50_ms": att.routed_p50_ms,
-                "added_p50_ms": att.added_p50.to_dict(),
                 "router_share_p50": round(share, 4),
                 "slow_ms_threshold": options.slow_backend_ms,
                 "backends": slow,
@@ -130,8 +144,9 @@ def check_logs(evidence: LogsEvidence, options: LogsRuleOptions) -> list[Finding
         return []
     slow = slow_upstreams(evidence, options)
     evidence_out: dict[str, object] = {
-        "success_p99_ms": request_p99, "success_n": evidence.success_n, "upstream_p99_ms": evidence.upstream_p99_ms,
-        "upstream_n": evidence.upstream_latency_n, "router_p99_ms": router_p99, "requests": evidence.overhead_samples,
+        "source": "logs", "added_p50_ms": evidence.overhead_p50_ms, "added_p99_ms": router_p99,
+        "requests": evidence.overhead_samples, "success_p99_ms": request_p99, "success_n": evidence.success_n,
+        "upstream_p99_ms": evidence.upstream_p99_ms, "upstream_n": evidence.upstream_latency_n,
         "slow_upstreams": [{"upstream": u.upstream, "p99_ms": u.p99_ms, "p50_ms": u.p50_ms, "n": u.timed}
                            for u in slow],
     }

@@ -1,20 +1,16 @@
 """R003 unhealthy-backend: one backend's errors or latency stand out from the others'.
 
 What it detects:
-    A backend that is down (its direct requests cannot connect), one whose error rate is significantly higher
-    than the other backends', or one whose median latency is at least twice theirs. The finding names the
-    backend by its URL.
-
-    From logs (`infradoctor logs`): An upstream whose error rate or p99 latency is far above the other upstreams' in
-    the same logs.
+    One backend whose errors or latency stand out from the others', named: from ``infradoctor route``, a backend
+    that is down (its direct requests cannot connect), fails significantly more often than the others, or has at
+    least twice their median latency; from logs (``infradoctor logs``), an upstream whose error rate or p99 is far
+    above the other upstreams' in the same logs; from the router's statistics (``--router-stats``), a host the
+    router ejected, took out of rotation, sees failing its health checks, or counts many failed attempts on.
 
 Why it matters:
-    Behind a round-robin router one bad node fails or slows a fixed share of all requests, which looks like a
-    service-wide problem. Passive health checks and retries may hide it from the router's own error rate while
-    still costing latency and capacity.
-
-    From logs (`infradoctor logs`): The router keeps sending it a share of the traffic, so a single sick replica
-    (bad GPU, stuck worker, wrong model version) fails or slows that share of all requests.
+    Behind a round-robin router one bad node (bad GPU, stuck worker, wrong model version) fails or slows a fixed
+    share of all requests, which looks like a service-wide problem. Passive health checks and retries may hide it
+    from the router's own error rate while still costing latency and capacity.
 
 How it is measured:
     Direct requests to each backend, plus routed requests the upstream header attributes to it, plus routed
@@ -35,14 +31,35 @@ How it is measured:
     ``eresp``, ``hrsp_5xx``) reach ``HOST_ERROR_SHARE`` of its attempts (at least ``HOST_MIN_ERRORS``), named by
     the ``--backend`` it is (the router's host name and address mapped to it).
 
+Evidence:
+    Every check gives:
+
+    - ``source``: ``probe`` (``infradoctor route``), ``logs``, ``router-stats`` (``--router-stats``, a saved
+      dump) or ``prometheus`` (``infradoctor fleet``).
+    - ``backend``: the backend named: its ``--backend`` URL (the router's host mapped to it where it can be);
+      from logs the upstream address.
+    - ``state``: why it stands out: ``down``, ``failing`` (errors) or ``slow`` (latency); from the router's
+      statistics its worst state in the run (``ejected``, ``down``, ``failing``, ``maint``, or ``healthy`` while
+      many of its attempts failed).
+    - ``attempts``: requests that reached or tried it (direct, routed ones it served and routed attempts retried
+      elsewhere; from logs and the router, its upstream attempts).
+    - ``errors``: how many of them failed.
+    - ``error_rate``: ``errors`` over ``attempts`` (0-1; None without attempts).
+
+    From the probe also: ``direct_requests``, ``direct_errors`` (by class), ``direct_error_rate``,
+    ``routed_served``, ``routed_errors``, ``routed_failed_attempts``, ``direct_p50_ms``, ``direct_p99_ms``;
+    ``p_value`` (failing), ``slowdown`` (slow).
+
+    From logs also: ``others_median_error_rate`` (failing); ``p50_ms``, ``p99_ms`` and ``others_median_p99_ms``
+    (slow).
+
+    From the router's statistics also: ``router_name``, ``address``, ``group``, ``flags`` and the host's
+    ``counters``.
+
 Fix:
     Drain or restart that backend and look at its logs and node (``infradoctor node`` on it). Enable outlier
     detection or passive health checks (nginx ``max_fails``/``fail_timeout``, HAProxy ``observe layer7``, Envoy
     ``outlier_detection``) so the router stops sending to it.
-
-    From logs (`infradoctor logs`): Drain or restart that backend and check its node (``infradoctor node``); enable
-    outlier detection or passive health checks (nginx max_fails, Envoy outlier_detection, HAProxy observe layer7) so
-    it is ejected automatically.
 """
 
 from __future__ import annotations
@@ -60,7 +77,7 @@ from infradoctor.route.rules._common import (
     latency_standout,
     requests_and_errors,
 )
-from infradoctor.route.rules._router import host_label
+from infradoctor.route.rules._router import host_label, stats_source
 from infradoctor.telemetry.evidence import RouterEvidence
 from infradoctor.telemetry.router import HostState
 
@@ -82,7 +99,11 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
     for backend in evidence.backends:
         requests, errors = requests_and_errors(backend)
         base = {
+            "source": "probe",
             "backend": backend.url,
+            "attempts": requests,
+            "errors": errors,
+            "error_rate": round(errors / requests, 4) if requests else None,
             "direct_requests": backend.direct.requests,
             "direct_errors": dict(backend.direct.errors),
             "direct_error_rate": round(backend.direct.error_rate, 4),
@@ -110,7 +131,7 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
                 RULE.finding(
             f"Backend {backend.url} fails {errors / requests:.0%} of requests "
                     f"({errors} of {requests}; direct {backend.direct.error_rate:.0%})",
-                    {**base, "state": "failing", "error_rate": round(errors / requests, 4), "p_value": p_value},
+                    {**base, "state": "failing", "p_value": p_value},
                     severity=Severity.HIGH,
                     impact=share * errors / requests,
                 )
@@ -160,8 +181,7 @@ def _error_outlier(upstream: UpstreamStats, others: list[UpstreamStats]) -> Find
         return None
     return RULE.finding(
             f"{upstream.upstream} fails {rate:.0%} of its requests (others: {baseline:.1%})", {
-        "upstream": upstream.upstream, "error_rate": round(rate, 4), "errors": upstream.errors,
-        "attempts": upstream.attempts, "others_median_error_rate": round(baseline, 4),
+        **_logs_base(upstream, "failing"), "others_median_error_rate": round(baseline, 4),
     })
 
 
@@ -174,9 +194,14 @@ def _latency_outlier(upstream: UpstreamStats, others: list[UpstreamStats]) -> Fi
         return None
     return RULE.finding(
             f"{upstream.upstream} p99 is {upstream.p99_ms:.0f} ms (others: {baseline:.0f} ms)", {
-        "upstream": upstream.upstream, "p99_ms": upstream.p99_ms, "p50_ms": upstream.p50_ms,
-        "attempts": upstream.attempts, "others_median_p99_ms": baseline,
+        **_logs_base(upstream, "slow"), "p99_ms": upstream.p99_ms, "p50_ms": upstream.p50_ms,
+        "others_median_p99_ms": baseline,
     }, severity=None)
+
+
+def _logs_base(upstream: UpstreamStats, state: str) -> dict[str, object]:
+    return {"source": "logs", "backend": upstream.upstream, "state": state, "attempts": upstream.attempts,
+            "errors": upstream.errors, "error_rate": round(upstream.error_rate, 4)}
 
 
 HOST_ERROR_SHARE = 0.05
@@ -226,10 +251,11 @@ def check_router(evidence: RouterEvidence, options: object) -> list[Finding]:
         label = host_label(evidence, host)
         findings.append(RULE.finding(
             f"Backend {label}: " + "; ".join(words) + f" ({evidence.window.kind} flags: {host.flags or host.state})",
-            {"backend": evidence.backend_names.get(host.name) or evidence.backend_names.get(host.address or "")
-             or host.name, "router_name": host.name, "address": host.address, "group": host.group,
-             "state": worst, "flags": host.flags, "failed_attempts": failed, "attempts": total,
-             "counters": dict(host.counters), "source": "router-stats"},
+            {"source": stats_source(evidence),
+             "backend": evidence.backend_names.get(host.name) or evidence.backend_names.get(host.address or "")
+             or host.name, "state": worst, "attempts": total, "errors": failed,
+             "error_rate": round(failed / total, 4) if total else None, "router_name": host.name,
+             "address": host.address, "group": host.group, "flags": host.flags, "counters": dict(host.counters)},
             severity=Severity.HIGH if worst in ("ejected", "down") or erring else Severity.MEDIUM,
             impact=1.0 / max(1, len(evidence.window.hosts)),
         ))

@@ -2,19 +2,15 @@
 
 What it detects:
     The router retries failed or slow upstream attempts, so each client request costs the backends more than one
-    attempt.
-
-    From logs (`infradoctor logs`): Requests that needed more than one upstream attempt: several comma-separated
-    values in nginx ``$upstream_addr``/``$upstream_status``, Envoy ``%UPSTREAM_REQUEST_ATTEMPT_COUNT%`` > 1 or the
-    ``URX`` flag (retry limit exceeded), HAProxy's retry counter.
+    attempt: seen from ``infradoctor route`` (attempt headers, upstream lists, backend counters), in logs (several
+    comma-separated values in nginx ``$upstream_addr``/``$upstream_status``, Envoy
+    ``%UPSTREAM_REQUEST_ATTEMPT_COUNT%`` > 1 or the ``URX`` flag (retry limit exceeded), HAProxy's retry counter),
+    or counted by the router itself (``--router-stats``).
 
 Why it matters:
-    Retries turn a backend that is struggling into one that is overloaded: every failure adds load exactly when
-    capacity is short (a retry storm). Retried requests also take longer, and non-idempotent requests may run
-    twice.
-
-    From logs (`infradoctor logs`): Each retry is another request to a backend. When a backend is slow or failing,
-    retries multiply the load on the remaining ones exactly when they have the least headroom (a retry storm).
+    Retries turn a backend that is struggling into one that is overloaded: every failure adds load exactly when the
+    remaining capacity is short (a retry storm). Retried requests also take longer, and non-idempotent requests may
+    run twice.
 
 How it is measured:
     From the router's attempt count header (``x-envoy-attempt-count``), from upstream address lists with several
@@ -32,14 +28,30 @@ How it is measured:
     with at least ``min_requests`` requests and :data:`RETRY_SHARE` of them exhausted; with fewer requests they are
     medium (too few to judge a retry rate; the failure behind them is its own finding).
 
+Evidence:
+    Every check gives:
+
+    - ``source``: ``probe`` (``infradoctor route``), ``logs``, ``router-stats`` or ``prometheus`` (``fleet``).
+    - ``client_requests``: requests the client sent (from logs: requests that log their attempts).
+    - ``backend_attempts``: attempts the backends saw for them.
+    - ``extra_attempts``: attempts beyond one per request (the retries).
+    - ``amplification``: ``backend_attempts`` over ``client_requests``.
+    - ``retried_requests``: requests that took more than one attempt; None where it is not counted (backend or
+      router counters).
+
+    From the probe also: ``counted_from`` (``attempt-header``, ``upstream-list`` or ``backend-counters``),
+    ``router``, ``router_added_p50_ms``.
+
+    From logs also: ``retry_share`` (``retried_requests`` over ``client_requests``), ``retry_limit_exceeded``,
+    ``requests`` (all requests in the logs), ``attempts_histogram``.
+
+    From the router's statistics also: ``router_stats``, ``router`` (its kind), ``retry_success``,
+    ``retry_overflow``, ``retry_limit_exceeded``, ``retry_backoff``, ``connect_failures``.
+
 Fix:
     Give retries a budget (Envoy ``retry_budget`` 20%, min 3; nginx ``proxy_next_upstream_tries 2`` and
-    ``proxy_next_upstream_timeout``), retry only idempotent requests with jittered backoff, honour
-    ``Retry-After``, and fix the failing backend (see R003).
-
-    From logs (`infradoctor logs`): Use a retry budget (e.g. Envoy retry_budget 20%, min 3) instead of fixed counts;
-    retry only idempotent requests with jittered backoff; honour Retry-After; fix the failing first attempt (see the
-    other findings).
+    ``proxy_next_upstream_timeout``) instead of fixed counts, retry only idempotent requests with jittered backoff,
+    honour ``Retry-After``, and fix the failing first attempt (see R003 and the other findings).
 """
 
 from __future__ import annotations
@@ -49,7 +61,7 @@ from infradoctor.logs.evidence import LogsEvidence
 from infradoctor.logs.incidents import LogsRuleOptions
 from infradoctor.route.evidence import RouteEvidence
 from infradoctor.route.rules._common import RuleOptions
-from infradoctor.route.rules._router import client_requests, counter
+from infradoctor.route.rules._router import client_requests, counter, stats_source
 from infradoctor.telemetry.evidence import RouterEvidence
 
 RULE = Rule(
@@ -90,7 +102,8 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
     return [
         RULE.finding(
             title,
-            {**retries.to_dict(), "router": evidence.router_url,
+            {"source": "probe", **{k: v for k, v in retries.to_dict().items() if k != "source"},
+             "counted_from": retries.source, "router": evidence.router_url,
              "router_added_p50_ms": evidence.attribution.added_p50.value},
             severity=severity,
             impact=min(1.0, retries.extra_attempts / retries.backend_attempts) if retries.backend_attempts else None,
@@ -123,9 +136,9 @@ def check_logs(evidence: LogsEvidence, options: LogsRuleOptions) -> list[Finding
                  + (f" ({exhausted / evidence.requests:.0%} of {evidence.requests})" if evidence.requests else ""))
     return [RULE.finding(
         title, {
-            "requests_with_attempts": counted, "retried_requests": retried, "retry_share": round(share, 4),
-            "extra_attempts": extra, "load_multiplier": round((counted + extra) / counted, 3) if counted else None,
-            "retry_limit_exceeded": exhausted, "requests": evidence.requests,
+            "source": "logs", "client_requests": counted, "backend_attempts": counted + extra, "extra_attempts": extra,
+            "amplification": round((counted + extra) / counted, 4) if counted else None, "retried_requests": retried,
+            "retry_share": round(share, 4), "retry_limit_exceeded": exhausted, "requests": evidence.requests,
             "attempts_histogram": {str(k): v for k, v in evidence.attempts.items()},
         }, severity=severity, impact=share or None)]
 
@@ -153,9 +166,10 @@ def check_router(evidence: RouterEvidence, options: object) -> list[Finding]:
              f"attempts per request" + (f"; {', '.join(parts)}" if parts else "") + ")")
     return [RULE.finding(
         title,
-        {"source": "router-stats", "router_stats": evidence.window.source, "router": evidence.window.kind,
-         "client_requests": clients, "retries": retries, "amplification": round(amplification, 4),
-         "retry_success": success, "retry_overflow": overflow, "retry_limit_exceeded": exhausted,
+        {"source": stats_source(evidence), "client_requests": clients, "backend_attempts": clients + retries,
+         "extra_attempts": retries, "amplification": round(amplification, 4), "retried_requests": None,
+         "router_stats": evidence.window.source, "router": evidence.window.kind, "retry_success": success,
+         "retry_overflow": overflow, "retry_limit_exceeded": exhausted,
          "retry_backoff": backoff, "connect_failures": counter(evidence, "connect_fail")},
         severity=Severity.HIGH if amplification >= HIGH_AMPLIFICATION else Severity.MEDIUM,
         impact=min(1.0, retries / (clients + retries)),

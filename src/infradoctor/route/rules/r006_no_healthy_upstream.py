@@ -1,21 +1,17 @@
 """R006 no-healthy-upstream: the router answers (nearly) every request with an error because no backend works.
 
 What it detects:
-    Almost every routed request fails with a gateway error (502, 503) while every backend behind the router is
-    down (its direct requests cannot connect) or reports itself unhealthy.
-
-    From logs (`infradoctor logs`): Requests the router answered itself because no backend was available: Envoy
+    The router answers requests with an error itself because no backend is available. From ``infradoctor route``:
+    almost every routed request fails with a gateway error (502, 503) while every backend behind the router is down
+    (its direct requests cannot connect) or reports itself unhealthy. From logs (``infradoctor logs``): Envoy
     ``UH``/``NR`` flags and "no healthy upstream", nginx "no live upstreams" (and 502/503 whose ``$upstream_addr``
     is the upstream group's name), HAProxy ``<NOSRV>`` with 503.
 
 Why it matters:
-    This is a full outage, not a degraded backend: the router has nothing to send traffic to. Envoy reports it as
-    ``503 UH no healthy upstream``, nginx as ``no live upstreams``. Causes: all pods crashing or still loading the
-    model, a failing readiness probe, a wrong upstream port.
-
-    From logs (`infradoctor logs`): Every such request fails without reaching a model. It usually means all backends
-    failed health checks at once: crashing, restarting, or still loading the model while the router already sends
-    traffic.
+    This is an outage, not a degraded backend: the router has nothing to send traffic to, and every such request
+    fails without reaching a model. Envoy reports it as ``503 UH no healthy upstream``, nginx as
+    ``no live upstreams``. Causes: all pods crashing or still loading the model while the router already sends
+    traffic, a failing readiness probe, a wrong upstream port, outlier ejection of a whole small pool.
 
 How it is measured:
     The routed error rate is at least ``MIN_ROUTED_ERROR_RATE``, mostly ``http_502``/``http_503``/``http_504``
@@ -24,13 +20,24 @@ How it is measured:
     From logs (`infradoctor logs`): Lines are classified by the signature catalog (``infradoctor.logs.signatures``)
     and merged into incidents per subject and time window; the finding lists the windows.
 
-Fix:
-    Find why the backends fail: start them, check their logs and readiness (model loaded? right port?), and fix
-    the health check so it passes once the model serves. Then check the router's upstream list.
+Evidence:
+    Every check gives:
 
-    From logs (`infradoctor logs`): Find why backends fail health checks at those times; gate readiness on the model
-    being loaded; check Envoy's panic threshold and outlier ejection (max_ejection_percent) so a small pool is not
-    ejected entirely.
+    - ``source``: ``probe`` (``infradoctor route``) or ``logs``.
+    - ``failures``: requests that failed for it (routed requests that failed; from logs the failed requests of
+      the incidents).
+
+    From the probe also: ``router``, ``routed_requests``, ``routed_errors`` (by class) and ``backends`` (each
+    backend's state: ``down`` or its health answer).
+
+    From logs also: the incidents' summary: ``kinds`` (lines per signature), ``count`` (log lines), ``incidents``,
+    ``files``, ``subjects``, ``first``, ``last``, ``windows``, ``example``.
+
+Fix:
+    Find why the backends fail: start them, check their logs and readiness (model loaded? right port?), gate
+    readiness on the model being loaded and fix the health check so it passes once the model serves; then check the
+    router's upstream list, and Envoy's panic threshold and outlier ejection (``max_ejection_percent``) so a small
+    pool is not ejected entirely.
 """
 
 from __future__ import annotations
@@ -82,7 +89,8 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
         RULE.finding(
             f"No healthy upstream: {router.error_rate:.0%} of routed requests failed "
             f"({', '.join(f'{k} {v}' for k, v in router.errors.items())}) and every backend is down or unhealthy",
-            {"router": evidence.router_url, "routed_errors": dict(router.errors), "backends": states},
+            {"source": "probe", "failures": router.error_count, "router": evidence.router_url,
+             "routed_requests": router.requests, "routed_errors": dict(router.errors), "backends": states},
             impact=router.error_rate,
         )
     ]

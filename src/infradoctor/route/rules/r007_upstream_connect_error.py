@@ -1,23 +1,20 @@
 """R007 upstream-connect-error: TCP connects to a path fail intermittently, or take far longer than to the others.
 
 What it detects:
-    Connect probes to the router or a backend that fail some of the time (refused, timed out) without the
-    endpoint being down, or whose connect time stands out from the other paths'.
-
-    From logs (`infradoctor logs`): The router could not connect to an upstream, or lost the connection before a
-    response: Envoy ``UF``/``UC``/ ``UR`` and "upstream connect error or disconnect/reset before headers", nginx
-    "connect() failed (111: Connection refused)" / "upstream prematurely closed connection" (and 502 in the access
-    log), HAProxy ``SC``/``SH``/``SD``.
+    Connections to an upstream fail, or are lost before a response. From ``infradoctor route``: TCP connect probes
+    to the router or a backend that fail some of the time (refused, timed out) without the endpoint being down, or
+    whose connect time stands out from the other paths'. From logs (``infradoctor logs``): the router could not
+    connect to an upstream or lost the connection before a response: Envoy ``UF``/``UC``/``UR`` and "upstream
+    connect error or disconnect/reset before headers", nginx "connect() failed (111: Connection refused)" /
+    "upstream prematurely closed connection" (and 502 in the access log), HAProxy ``SC``/``SH``/``SD``.
 
 Why it matters:
-    Intermittent connect failures become 502s and retries at the router (Envoy ``UF``/``UR``, nginx ``connect()
-    failed``, HAProxy ``SC``); slow connects add their time to every request that opens a connection, which is
-    every request when keep-alive is off. Causes: a full accept queue (``somaxconn``, backlog), conntrack or
-    ephemeral-port exhaustion, packet loss (SYN retransmits at 1 s, 3 s), a firewall or an overloaded node.
-
-    From logs (`infradoctor logs`): These requests fail (or are retried, multiplying load) although the router is
-    healthy: a backend is down, not listening on the address the router uses, crashing mid-request, or closing idle
-    keep-alive connections the router still reuses.
+    Connect failures and resets become 502s and retries at the router (multiplying load) although the router is
+    healthy; slow connects add their time to every request that opens a connection, which is every request when
+    keep-alive is off. Causes: a backend down or not listening where the router expects, crashing mid-request, or
+    closing idle keep-alive connections the router still reuses; a full accept queue (``somaxconn``, backlog),
+    conntrack or ephemeral-port exhaustion, packet loss (SYN retransmits at 1 s, 3 s), a firewall or an overloaded
+    node.
 
 How it is measured:
     Before the run, ``--connects`` TCP connects per endpoint, interleaved across endpoints. Reported when an
@@ -32,14 +29,26 @@ How it is measured:
     ``upstream_protocol_error`` for Envoy ``UPE``, ``dns_resolution_failed`` for ``DF``) merged into incidents per
     upstream and time window; the same failure in an access and an error log is one failure.
 
-Fix:
-    Check the endpoint's listen backlog and accept rate (``ss -lnt``: Recv-Q at Send-Q means a full queue), socket
-    and port exhaustion on the node (``infradoctor node``), packet loss on the path; use pooled keep-alive
-    connections so that connects are rare.
+Evidence:
+    Every check gives:
 
-    From logs (`infradoctor logs`): Check that the backend is up and listening where the router expects; look for
-    crashes or OOM kills at the incident times; make the backend's keep-alive timeout longer than the router's;
-    enable passive health checks so dead backends leave the pool.
+    - ``source``: ``probe`` (``infradoctor route``) or ``logs``.
+    - ``failures``: failed connects (from the probe: to that endpoint; from logs: the failed requests of the
+      incidents).
+
+    From the probe also, per endpoint: ``path`` (``router`` or the backend URL), ``address``, ``attempts``,
+    ``failure_classes`` (failed connects by class), ``failure_rate``, ``p50_ms``, ``p99_ms``, ``keep_alive``,
+    ``requests_per_connection``, ``syn_retransmits``, ``syn_retransmit_ms``; ``others_p50_ms`` for a slow connect.
+
+    From logs also: the incidents' summary: ``kinds`` (lines per signature), ``count`` (log lines), ``incidents``,
+    ``files``, ``subjects``, ``first``, ``last``, ``windows``, ``example``.
+
+Fix:
+    Check that the backend is up and listening where the router expects; look for crashes or OOM kills at the
+    incident times; check the endpoint's listen backlog and accept rate (``ss -lnt``: Recv-Q at Send-Q means a full
+    queue), socket and port exhaustion on the node (``infradoctor node``) and packet loss on the path; make the
+    backend's keep-alive timeout longer than the router's; use pooled keep-alive connections so that connects are
+    rare; enable passive health checks so dead backends leave the pool.
 """
 
 from __future__ import annotations
@@ -78,7 +87,10 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
     findings: list[Finding] = []
     for probe in evidence.connect:
         connected = probe.attempts - sum(probe.failures.values())
-        base = {"path": probe.name, "address": probe.address, **probe.to_dict()}
+        probed = probe.to_dict()
+        base = {"source": "probe", "failures": sum(probe.failures.values()), "path": probe.name,
+                **{k: v for k, v in probed.items() if k not in ("name", "failures")},
+                "failure_classes": probed["failures"]}
         if connected > 0 and probe.failure_rate >= MIN_FAILURE_RATE:
             findings.append(
                 RULE.finding(

@@ -1,21 +1,17 @@
 """R008 upstream-timeout: routed requests fail at one fixed duration, the router's upstream timeout.
 
 What it detects:
-    Routed requests that end in 504/408 (or the client's own read timeout) pile up at one duration. That
-    duration is the timeout that cut them off; the finding compares it with the backends' own latency measured
-    directly.
-
-    From logs (`infradoctor logs`): The router gave up waiting for an upstream: Envoy ``UT`` / "upstream request
-    timeout", nginx "upstream timed out (110: ...)" (504 in the access log), HAProxy ``sH``/``sD``.
+    The router gave up waiting for an upstream, at one fixed duration: its upstream timeout. From
+    ``infradoctor route``: routed requests that end in 504/408 (or the client's own read timeout) pile up at one
+    duration, compared with the backends' own latency measured directly. From logs (``infradoctor logs``): Envoy
+    ``UT`` / "upstream request timeout", nginx "upstream timed out (110: ...)" (504 in the access log), HAProxy
+    ``sH``/``sD``, with the duration the logged timeouts cluster at.
 
 Why it matters:
-    A router timeout below the backends' tail latency turns slow-but-successful requests into errors, and the
-    work the backend did is wasted (often retried, see R005). For LLM endpoints with long generations, default
-    timeouts (nginx ``proxy_read_timeout`` 60 s, Envoy route timeout 15 s) are a common cause of 504s.
-
-    From logs (`infradoctor logs`): The backend may still be computing the answer (burning GPU time) after the
-    client got a 504. When the timeouts cluster at one duration, that duration is the router's timeout, and it is
-    shorter than the backend's latency.
+    A router timeout below the backends' tail latency turns slow-but-successful requests into errors, and the work
+    the backend did is wasted: it may still be computing the answer (burning GPU time) after the client got a 504,
+    and the request is often retried (see R005). For LLM endpoints with long generations, default timeouts (nginx
+    ``proxy_read_timeout`` 60 s, Envoy route timeout 15 s) are a common cause of 504s.
 
 How it is measured:
     Durations of timeout-class routed errors (``http_504``, ``http_408``, ``read_timeout``) are sorted and the
@@ -30,21 +26,40 @@ How it is measured:
     :data:`CLUSTER_TOLERANCE` (10%, at least :data:`CLUSTER_MIN_MS` = 50 ms) of their median, the median is reported
     as the inferred router timeout and compared with the successful requests' p99.
 
-Fix:
-    Raise the router's timeout above the backends' p99 at the expected load (nginx ``proxy_read_timeout``,
-    HAProxy ``timeout server``, Envoy route ``timeout``), or make the backend faster; for streaming responses
-    the timeout applies between reads, so stream tokens early.
+Evidence:
+    Every check gives:
 
-    From logs (`infradoctor logs`): Raise the router timeout (nginx proxy_read_timeout, Envoy route timeout, HAProxy
-    timeout server) above the backend's p99 at the expected load, or make the backend faster; do not retry timed-out
-    non-idempotent requests.
+    - ``source``: ``probe`` (``infradoctor route``) or ``logs``.
+    - ``inferred_timeout_ms``: the duration the timeouts pile up at, per upstream attempt (ms): the router's
+      timeout; from logs None when fewer than ``CLUSTER_SHARE`` of them are near their median.
+    - ``failures``: requests that timed out (timeout-class routed errors; from logs the failed requests of the
+      incidents).
+    - ``clustered_errors``: the timeouts whose duration lies in the cluster (from logs: near the median).
+    - ``cluster_share``: ``clustered_errors`` over the timeouts whose duration is known (0-1).
+    - ``spread_ms``: the largest distance of a clustered duration from the cluster's median (ms).
+
+    From the probe also: ``attempts`` (upstream attempts per clustered error), ``total_ms`` (the cluster's whole
+    duration), ``routed_errors``, ``error_classes``, ``backend_p99_ms`` and ``backend_p50_ms`` (the slowest
+    backend's, direct), ``timeout_below_backend_p99``, ``router_requests``.
+
+    From logs also: the incidents' summary (``count``, ``incidents``, ``files``, ``subjects``, ``first``, ``last``,
+    ``windows``, ``example``), ``timed_requests`` (timeouts logged with a duration), ``success_p99_ms`` and
+    ``success_n`` (successful requests, to compare the timeout with).
+
+Fix:
+    Raise the router's timeout above the backends' p99 at the expected load (nginx ``proxy_read_timeout``, HAProxy
+    ``timeout server``, Envoy route ``timeout``), or make the backend faster; for streaming responses the timeout
+    applies between reads, so stream tokens early; do not retry timed-out non-idempotent requests.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.logs.evidence import LogsEvidence, hist_quantile
 from infradoctor.logs.incidents import LogsRuleOptions, incident_summary, largest_file
+from infradoctor.route.analysis import TIMEOUT_ERROR_CLASSES
 from infradoctor.route.evidence import RouteEvidence
 from infradoctor.route.rules._common import RuleOptions
 
@@ -75,17 +90,21 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
         relation = "above" if p99 >= timeout else "below"
         title += f"; backends' direct p99 is {p99 / 1000:.2f} s, {relation} it"
     below_tail = p99 is not None and p99 >= 0.9 * timeout
+    timeouts = max(cluster.count, sum(n for c, n in evidence.router.errors.items() if c in TIMEOUT_ERROR_CLASSES))
     return [
         RULE.finding(
             title,
             {
+                "source": "probe",
                 "inferred_timeout_ms": round(timeout, 3),
+                "failures": timeouts,
+                "clustered_errors": cluster.count,
+                "cluster_share": round(cluster.count / timeouts, 3),
+                "spread_ms": round(cluster.spread_ms, 3),
                 "attempts": cluster.attempts,
                 "total_ms": round(cluster.timeout_ms, 3),
-                "clustered_errors": cluster.count,
                 "routed_errors": cluster.routed_errors,
                 "error_classes": dict(cluster.statuses),
-                "spread_ms": round(cluster.spread_ms, 3),
                 "backend_p99_ms": p99,
                 "backend_p50_ms": cluster.backend_p50_ms,
                 "timeout_below_backend_p99": below_tail,
@@ -105,16 +124,31 @@ CLUSTER_MIN_MS = 50
 """... or this many milliseconds, whichever is larger."""
 
 
-def infer_timeout_ms(durations: dict[int, int]) -> tuple[float | None, float]:
-    """(inferred timeout in ms or None, share of durations near the median)."""
+@dataclass(frozen=True)
+class DurationCluster:
+    """Logged timeout durations near their median."""
+
+    timeout_ms: float | None
+    """The median, when at least ``CLUSTER_SHARE`` of the durations are near it: the inferred router timeout."""
+    near: int
+    """Durations near the median."""
+    share: float
+    """... their share of all (0 without durations)."""
+    spread_ms: float | None
+    """The largest distance of a near duration from the median (ms)."""
+
+
+def infer_timeout_ms(durations: dict[int, int]) -> DurationCluster:
+    """The durations' cluster at their median, and whether it is the router's timeout."""
     median = hist_quantile(durations, 0.5)
     total = sum(durations.values())
     if median is None or total == 0:
-        return None, 0.0
+        return DurationCluster(None, 0, 0.0, None)
     tolerance = max(CLUSTER_MIN_MS, CLUSTER_TOLERANCE * median)
-    near = sum(c for ms, c in durations.items() if abs(ms - median) <= tolerance)
-    share = near / total
-    return (median if share >= CLUSTER_SHARE else None), share
+    near = {ms: c for ms, c in durations.items() if abs(ms - median) <= tolerance}
+    share = sum(near.values()) / total
+    return DurationCluster(median if share >= CLUSTER_SHARE else None, sum(near.values()), share,
+                           max((abs(ms - median) for ms in near), default=None))
 
 
 @RULE.check(LogsEvidence, LogsRuleOptions)
@@ -125,7 +159,8 @@ def check_logs(evidence: LogsEvidence, options: LogsRuleOptions) -> list[Finding
         return []
     summary = incident_summary(incidents)
     durations = dict(evidence.signature_durations.get("upstream_timeout", {}))
-    timeout_ms, share = infer_timeout_ms(durations)
+    cluster = infer_timeout_ms(durations)
+    timeout_ms = cluster.timeout_ms
     success_p99 = hist_quantile(evidence.success_hist, 0.99)
     count = int(str(summary["failures"]))
     title = f"{count} request{'s' if count != 1 else ''} timed out at the router"
@@ -138,9 +173,12 @@ def check_logs(evidence: LogsEvidence, options: LogsRuleOptions) -> list[Finding
                "the backend faster; do not retry timed-out non-idempotent requests.")
     return [RULE.finding(
             title, {
-        **summary,
+        "source": "logs",
         "inferred_timeout_ms": timeout_ms,
-        "durations_near_median_share": round(share, 3),
+        **summary,
+        "clustered_errors": cluster.near,
+        "cluster_share": round(cluster.share, 3),
+        "spread_ms": cluster.spread_ms,
         "timed_requests": sum(durations.values()),
         "success_p99_ms": success_p99,
         "success_n": evidence.success_n,

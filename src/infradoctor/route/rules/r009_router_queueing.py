@@ -23,6 +23,24 @@ How it is measured:
     least :data:`BURST_MINUTES` (2) consecutive minutes each averages :data:`QUEUE_MS` or more and :data:`GROWTH` times
     the median of the other minutes; or when the overflow signature occurs.
 
+Evidence:
+    Every check gives:
+
+    - ``source``: ``logs``, ``router-stats`` or ``prometheus`` (``fleet``).
+    - ``queue_time_ms_max``: the largest mean queue time seen (ms): from logs the worst minute's mean ``Tw``,
+      from the router's statistics HAProxy's largest ``qtime``; None where the router does not report it (Envoy)
+      or the logs hold no queue times.
+    - ``rejected``: requests refused by a full queue or circuit breaker (from logs: the overflow incidents'
+      failed requests; from the router: ``pending_overflow``).
+
+    From logs also, for queue time growing or in a burst: ``worst_minute``, ``worst_max_queue_ms``,
+    ``first_third_mean_ms``, ``last_third_mean_ms``, ``minutes``, ``growing``, ``requests``, ``burst``; for
+    overflow: the incidents' summary (``count``, ``failures``, ``incidents``, ``files``, ``subjects``, ``first``,
+    ``last``, ``windows``, ``example``).
+
+    From the router's statistics also: ``router_stats``, ``router`` (its kind), ``pending_max``, ``queued_share``,
+    ``pending_total``, ``breaker_pending_open``, ``client_requests``, ``limits``.
+
 Fix:
     Add backend capacity or replicas, or raise per-server maxconn / circuit-breaker limits in step with what each
     backend can serve; shed load early (429 with Retry-After) instead of queueing without bound.
@@ -33,7 +51,7 @@ from __future__ import annotations
 from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.logs.evidence import LogsEvidence, iso
 from infradoctor.logs.incidents import LogsRuleOptions, incident_summary
-from infradoctor.route.rules._router import QUEUE_SHARE, client_requests, counter, gauge_max, queued_share
+from infradoctor.route.rules._router import QUEUE_SHARE, client_requests, counter, gauge_max, queued_share, stats_source
 from infradoctor.telemetry.evidence import RouterEvidence
 
 RULE = Rule(
@@ -58,6 +76,9 @@ def check(evidence: LogsEvidence, options: LogsRuleOptions) -> list[Finding]:
     """Queue growth from HAProxy Tw and overflow incidents."""
     findings = []
     minutes = evidence.queue_by_minute
+    overflow = evidence.incidents_of("upstream_overflow")
+    rejected = sum(i.failures for i in overflow)
+    worst_mean = round(max(m[2] for m in minutes), 1) if minutes else None
     if minutes and sum(m[1] for m in minutes) >= options.min_requests:
         worst = max(minutes, key=lambda m: m[2])
         third = max(1, len(minutes) // 3)
@@ -73,7 +94,8 @@ def check(evidence: LogsEvidence, options: LogsRuleOptions) -> list[Finding]:
                 title += (f" in a burst of {burst[1] - burst[0] + 1} minutes from {iso(burst[0] * 60)} (mean "
                           f"{burst[2]:.0f} ms vs {burst[3]:.0f} ms in the other minutes)")
             findings.append(RULE.finding(title, {
-                "worst_minute": iso(worst[0] * 60), "worst_mean_queue_ms": round(worst[2], 1),
+                "source": "logs", "queue_time_ms_max": worst_mean, "rejected": rejected,
+                "worst_minute": iso(worst[0] * 60),
                 "worst_max_queue_ms": worst[3], "first_third_mean_ms": round(first, 1),
                 "last_third_mean_ms": round(last, 1), "minutes": len(minutes), "growing": growing,
                 "requests": sum(m[1] for m in minutes),
@@ -81,11 +103,11 @@ def check(evidence: LogsEvidence, options: LogsRuleOptions) -> list[Finding]:
                                                      "mean_queue_ms": round(burst[2], 1),
                                                      "others_median_ms": round(burst[3], 1)},
             }))
-    overflow = evidence.incidents_of("upstream_overflow")
     if overflow:
         summary = incident_summary(overflow)
         findings.append(RULE.finding(
-            f"{summary['failures']} requests rejected by a full queue or circuit breaker", summary))
+            f"{summary['failures']} requests rejected by a full queue or circuit breaker",
+            {"source": "logs", "queue_time_ms_max": worst_mean, "rejected": rejected, **summary}))
     return findings
 
 
@@ -145,9 +167,10 @@ def check_router(evidence: RouterEvidence, options: object) -> list[Finding]:
         f" (limit {limit:g})" if limit is not None else "")
     return [RULE.finding(
         title,
-        {"router_stats": evidence.window.source, "router": evidence.window.kind, "pending_max": peak,
+        {"source": stats_source(evidence), "queue_time_ms_max": wait or None, "rejected": overflow,
+         "router_stats": evidence.window.source, "router": evidence.window.kind, "pending_max": peak,
          "queued_share": round(share, 4), "pending_total": counter(evidence, "pending_total"),
-         "pending_overflow": overflow, "queue_time_ms_max": wait or None, "breaker_pending_open": bool(breaker),
+         "breaker_pending_open": bool(breaker),
          "client_requests": client_requests(evidence), "limits": dict(limits)},
         # HAProxy reports a mean queue time, not how many waited: only overflow makes its queueing high
         severity=Severity.HIGH if overflow or (evidence.window.kind == "envoy" and share >= 0.5) else Severity.MEDIUM,

@@ -1,8 +1,10 @@
 """R010 health-check-mismatch: a backend's health endpoint says healthy while its predictions fail.
 
 What it detects:
-    A backend whose health endpoint answers 2xx while a large share of its real (prediction) requests fail or
-    time out.
+    Health checks that say healthy while the backend's real (prediction) requests fail: from ``infradoctor route``,
+    a backend whose health endpoint answers 2xx while a large share of its requests fail or time out; from the
+    router's statistics (``--router-stats``), hosts the router holds healthy while their requests fail, or every
+    host failing the router's own health check while it keeps routing to them (panic mode).
 
 Why it matters:
     The router's health checks keep such a backend in rotation, so its failures reach users. Typical cause: the
@@ -20,6 +22,22 @@ How it is measured:
     the health check and the traffic disagree; or the router holds a host healthy while ``HOST_ERROR_SHARE`` of
     its requests fail.
 
+Evidence:
+    Every check gives:
+
+    - ``source``: ``probe`` (``infradoctor route``), ``router-stats`` or ``prometheus`` (``fleet``).
+    - ``requests``: the requests it judged: direct requests to the backend, the host's attempts, or (panic mode)
+      the client's requests through the router (None when unknown).
+    - ``errors``: how many of them failed.
+    - ``error_rate``: ``errors`` over ``requests`` (0-1; None when unknown).
+
+    From the probe also: ``backend``, ``health_url``, ``health_status``, ``error_classes`` (failed direct requests
+    by class).
+
+    From the router's statistics also: for a host held healthy, ``backend``, ``router_name``, ``flags``; in panic
+    mode, ``router_stats``, ``router`` (its kind), ``panic_requests``, ``membership_healthy``, ``membership_total``,
+    ``hosts`` (the failing ones, with their flags), ``client_errors``.
+
 Fix:
     Make the health check exercise the model: a readiness endpoint that runs a tiny inference or checks that the
     model is loaded and the worker responsive (``/v1/models`` for OpenAI-compatible servers), and gate traffic on
@@ -31,7 +49,7 @@ from __future__ import annotations
 from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.route.evidence import RouteEvidence
 from infradoctor.route.rules._common import RuleOptions, is_down
-from infradoctor.route.rules._router import client_requests, counter, gauge_max, host_label
+from infradoctor.route.rules._router import client_requests, counter, gauge_max, host_label, stats_source
 from infradoctor.route.rules.r003_unhealthy_backend import host_errors
 from infradoctor.telemetry.evidence import RouterEvidence
 
@@ -68,12 +86,14 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
             f"Backend {backend.url} answers {health.status} on {health.url} while "
                 f"{direct.error_rate:.0%} of its requests fail",
                 {
+                    "source": "probe",
+                    "requests": direct.requests,
+                    "errors": direct.error_count,
+                    "error_rate": round(direct.error_rate, 4),
                     "backend": backend.url,
                     "health_url": health.url,
                     "health_status": health.status,
-                    "direct_requests": direct.requests,
-                    "direct_error_rate": round(direct.error_rate, 4),
-                    "direct_errors": dict(direct.errors),
+                    "error_classes": dict(direct.errors),
                 },
                 impact=direct.error_rate / max(1, len(evidence.backends)),
             )
@@ -99,15 +119,18 @@ def check_router(evidence: RouterEvidence, options: object) -> list[Finding]:
         total = gauge_max(evidence, "membership_total") or len(window.hosts)
         healthy = window.gauges["membership_healthy"].last if "membership_healthy" in window.gauges else None
         names = ", ".join(host_label(evidence, h) for h in failing[:6]) or "its hosts"
+        clients = client_requests(evidence)
+        errors = sum(evidence.client_errors.values())
         findings.append(RULE.finding(
             f"{len(failing) or total:.0f} of {total:.0f} hosts fail the router's active health check, yet it kept "
             f"routing to them in panic mode ({panic:.0f} requests): {names}",
-            {"router_stats": window.source, "router": window.kind, "panic_requests": panic,
-             "membership_healthy": healthy, "membership_total": total,
-             "hosts": {h.name: h.flags for h in failing}, "client_requests": client_requests(evidence),
-             "client_errors": dict(evidence.client_errors), "source": "router-stats"},
+            {"source": stats_source(evidence), "requests": clients or None, "errors": errors,
+             "error_rate": round(errors / clients, 4) if clients else None, "router_stats": window.source,
+             "router": window.kind, "panic_requests": panic, "membership_healthy": healthy,
+             "membership_total": total, "hosts": {h.name: h.flags for h in failing},
+             "client_errors": dict(evidence.client_errors)},
             severity=Severity.HIGH,
-            impact=min(1.0, panic / max(1.0, client_requests(evidence))),
+            impact=min(1.0, panic / max(1.0, clients)),
         ))
     for host in window.hosts:
         if window.worst_states.get(f"{host.group}/{host.name}", host.state) != "healthy":
@@ -118,8 +141,9 @@ def check_router(evidence: RouterEvidence, options: object) -> list[Finding]:
         findings.append(RULE.finding(
             f"The router holds {host_label(evidence, host)} healthy while {failed / attempts:.0%} of its "
             f"{attempts:.0f} requests fail",
-            {"backend": evidence.backend_names.get(host.name) or host.name, "router_name": host.name,
-             "flags": host.flags, "failed_attempts": failed, "attempts": attempts, "source": "router-stats"},
+            {"source": stats_source(evidence), "requests": attempts, "errors": failed,
+             "error_rate": round(failed / attempts, 4), "backend": evidence.backend_names.get(host.name) or host.name,
+             "router_name": host.name, "flags": host.flags},
             impact=failed / attempts / max(1, len(window.hosts)),
         ))
     return findings

@@ -1,8 +1,9 @@
 """R011 cold-backend: a backend is much slower on its first requests than afterwards.
 
 What it detects:
-    The first requests a backend served in the run (routed or direct, by send time) are several times slower
-    than its steady state.
+    A backend that takes traffic cold: from ``infradoctor route``, the first requests a backend served in the run
+    (routed or direct, by send time) are several times slower than its steady state; from the router's statistics
+    (``--router-stats``), backends that joined the router's rotation during the run.
 
 Why it matters:
     A router that sends full traffic to a backend that has just started (model still loading, caches and CUDA
@@ -18,6 +19,17 @@ How it is measured:
     or back from failing/down to healthy; Envoy ``membership_change``, HAProxy status changes) is reported at low
     severity with when it happened: its first requests take the cold path the rule above measures.
 
+Evidence:
+    Every check gives:
+
+    - ``source``: ``probe`` (``infradoctor route``), ``router-stats`` or ``prometheus`` (``fleet``).
+    - ``backends``: the backends named (their ``--backend`` URLs where the router's names map to them).
+
+    From the probe also: ``backend``, ``first_n``, ``first_p50_ms``, ``steady_p50_ms``, ``first_max_ms``, ``ratio``.
+
+    From the router's statistics also: ``changes`` (every host state change in the run, with when) and
+    ``membership_changes``.
+
 Fix:
     Warm the model up at start-up and gate readiness on it; use slow start in the router (Envoy
     ``slow_start_window``, HAProxy ``slowstart``, nginx Plus ``slow_start``).
@@ -28,6 +40,7 @@ from __future__ import annotations
 from infradoctor.findings import Finding, Rule, Severity
 from infradoctor.route.evidence import RouteEvidence
 from infradoctor.route.rules._common import RuleOptions
+from infradoctor.route.rules._router import stats_source
 from infradoctor.telemetry.evidence import RouterEvidence
 
 RULE = Rule(
@@ -59,7 +72,7 @@ def check(evidence: RouteEvidence, options: RuleOptions) -> list[Finding]:
             RULE.finding(
             f"Backend {backend.url} was {cold.ratio:.1f}x slower on its first {cold.first_n} requests "
                 f"({cold.first_p50_ms:.0f} ms vs {cold.steady_p50_ms:.0f} ms)",
-                {"backend": backend.url, **cold.to_dict()},
+                {"source": "probe", "backends": [backend.url], "backend": backend.url, **cold.to_dict()},
             )
         )
     return findings
@@ -76,7 +89,7 @@ def check_router(evidence: RouterEvidence, options: object) -> list[Finding]:
     return [RULE.finding(
         f"{len(names)} backend{'s' if len(names) != 1 else ''} joined the router's rotation during the run "
         f"({'; '.join(joined[:4])}): new backends take traffic cold",
-        {"backends": mapped, "changes": list(evidence.window.host_changes),
-         "membership_changes": evidence.window.counters.get("membership_change"), "source": "router-stats"},
+        {"source": stats_source(evidence), "backends": mapped, "changes": list(evidence.window.host_changes),
+         "membership_changes": evidence.window.counters.get("membership_change")},
         severity=Severity.LOW,
     )]
