@@ -23,6 +23,14 @@ _INT = re.compile(r"[+-]?\d{1,30}")
 _FLOAT = re.compile(r"[+-]?(?:\d{1,30}(?:\.\d{0,30})?|\.\d{1,30})(?:[eE][+-]?\d{1,3})?")
 
 
+def _number_text(value: str | bytes, pattern: re.Pattern[str]) -> str | None:
+    """The number's text, stripped, when it fits ``pattern`` and :data:`MAX_NUMBER_CHARS`; else None."""
+    text = (value.decode("ascii", "replace") if isinstance(value, bytes) else value).strip()
+    if len(text) > MAX_NUMBER_CHARS or not pattern.fullmatch(text):
+        return None
+    return text
+
+
 def read_int(value: Any, *, low: int | None = None, high: int | None = None) -> int | None:
     """An integer from text or a number, within ``[low, high]`` when given; None when it is not one.
 
@@ -38,9 +46,8 @@ def read_int(value: Any, *, low: int | None = None, high: int | None = None) -> 
             return None
         number = int(value)
     elif isinstance(value, (str, bytes)):
-        text = value.decode("ascii", "replace") if isinstance(value, bytes) else value
-        text = text.strip()
-        if len(text) > MAX_NUMBER_CHARS or not _INT.fullmatch(text):
+        text = _number_text(value, _INT)
+        if text is None:
             return None
         number = int(text)
     else:
@@ -62,9 +69,8 @@ def read_float(value: Any, *, low: float | None = None, high: float | None = Non
             return None
         number = float(value)
     elif isinstance(value, (str, bytes)):
-        text = value.decode("ascii", "replace") if isinstance(value, bytes) else value
-        text = text.strip()
-        if len(text) > MAX_NUMBER_CHARS or not _FLOAT.fullmatch(text):
+        text = _number_text(value, _FLOAT)
+        if text is None:
             return None
         number = float(text)
     else:

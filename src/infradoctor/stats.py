@@ -28,8 +28,16 @@ def quantile(sorted_values: Sequence[float], q: float) -> float:
     n = len(sorted_values)
     if n == 0:
         return math.nan
-    rank = math.ceil(min(max(q, 0.0), 1.0) * n)
-    return float(sorted_values[min(n, max(1, rank)) - 1])
+    return float(sorted_values[nearest_rank(n, q) - 1])
+
+
+def nearest_rank(n: int, q: float) -> int:
+    """The 1-based rank of the q-quantile (0-1, clamped) of ``n`` values, as :func:`quantile` reads it.
+
+    ``ceil(q * n)``, at least 1 and at most ``n`` (1 when there are no values); histograms read their percentiles
+    at the same ranks.
+    """
+    return min(max(n, 1), max(1, math.ceil(min(max(q, 0.0), 1.0) * n)))
 
 
 def percentile(values: Sequence[float], pct: float) -> float | None:
@@ -73,7 +81,7 @@ def histogram_quantile(hist: Mapping[int, int], q: float, *, exclude: int | None
     items, total = _histogram_items(hist, exclude)
     if total == 0:
         return None
-    rank = min(total, max(1, math.ceil(min(max(q, 0.0), 1.0) * total)))
+    rank = nearest_rank(total, q)
     seen = 0
     for value, count in items:
         seen += count
@@ -210,6 +218,4 @@ def _of_sorted(name: str, values: Sequence[float]) -> float:
 def _of_sorted_rows(name: str, rows: Any) -> Any:
     if name == "mean":
         return rows.mean(axis=1)
-    n = rows.shape[1]
-    rank = min(n, max(1, math.ceil(min(max(float(name[1:]) / 100.0, 0.0), 1.0) * n)))
-    return rows[:, rank - 1]
+    return rows[:, nearest_rank(rows.shape[1], float(name[1:]) / 100.0) - 1]

@@ -131,8 +131,8 @@ class RouterServer:
 
 
 @dataclass(frozen=True)
-class RouterUpstream:
-    """One upstream cluster or backend of one router, over the window (Envoy, HAProxy; nginx: the whole server)."""
+class RouterTotals:
+    """One upstream cluster or backend of one router: its totals over the window, as read and as reported."""
 
     node: str
     """The router's node."""
@@ -148,6 +148,12 @@ class RouterUpstream:
     """Retries in the window (Envoy ``upstream_rq_retry``, HAProxy ``retry_warnings``)."""
     pending_max: float | None = None
     """Largest pending-request queue seen (Envoy ``upstream_rq_pending_active``, HAProxy ``current_queue``)."""
+
+
+@dataclass(frozen=True)
+class RouterUpstream(RouterTotals):
+    """One upstream cluster or backend of one router, over the window (Envoy, HAProxy; nginx: the whole server)."""
+
     pending_overflow: float | None = None
     """Requests refused because the pending queue or a breaker was full, in the window (Envoy)."""
     healthy_min: float | None = None

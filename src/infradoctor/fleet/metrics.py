@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
+from infradoctor.fleet.evidence import ModelServer, RouterTotals
 from infradoctor.metrics import Metrics
 
 
@@ -109,23 +111,9 @@ class NodeHealth(Metrics):
 
 
 @dataclass(frozen=True)
-class RouterRow(Metrics):
+class RouterRow(RouterTotals, Metrics):
     """One router upstream (nginx: the whole server, upstream ``-``)."""
 
-    node: str
-    """Router node."""
-    router: str
-    """``envoy`` or ``haproxy``."""
-    upstream: str
-    """Cluster or backend."""
-    requests: float | None = None
-    """Requests in the window."""
-    errors_5xx: float | None = None
-    """5xx in the window."""
-    retries: float | None = None
-    """Retries in the window."""
-    pending_max: float | None = None
-    """Largest pending queue."""
     healthy_min: float | None = None
     """Fewest healthy members."""
     members_max: float | None = None
@@ -143,27 +131,13 @@ class RouterRow(Metrics):
 
 
 @dataclass(frozen=True)
-class ServerRow(Metrics):
+class ServerRow(ModelServer, Metrics):
     """One model server."""
 
-    node: str
-    """Server node."""
-    server: str
-    """``vllm``, ``tgi`` or ``triton``."""
-    model: str
-    """Model."""
-    queue_max: float | None = None
-    """Largest waiting queue."""
-    queue_mean: float | None = None
-    """Mean waiting queue."""
-    running_mean: float | None = None
-    """Mean running batch."""
-    kv_cache_max: float | None = None
-    """Largest KV-cache usage, 0-1."""
-    preemptions: float | None = None
-    """Preemptions in the window."""
-    e2e_p50_s: float | None = None
-    """Median request latency."""
+    @classmethod
+    def of(cls, server: ModelServer) -> ServerRow:
+        """The row of one model server the fleet read (its fields as read)."""
+        return cls(**{f.name: getattr(server, f.name) for f in dataclasses.fields(ModelServer)})
 
 
 @dataclass(frozen=True)

@@ -314,8 +314,7 @@ def _metrics(options: FleetOptions, client: PrometheusClient, window: Window, ga
         prometheus=PrometheusInfo(redact_url(client.base), info.get("version"), client.credentials.kind, reachable),
         coverage=tuple(coverage), nodes=tuple(rows),
         routers=tuple(_router_row(r) for r in evidence.routers[:MAX_ROWS]),
-        servers=tuple(ServerRow(s.node, s.server, s.model, s.queue_max, s.queue_mean, s.running_mean,
-                                s.kv_cache_max, s.preemptions, s.e2e_p50_s) for s in evidence.servers[:MAX_ROWS]),
+        servers=tuple(ServerRow.of(s) for s in evidence.servers[:MAX_ROWS]),
         containers=_containers_summary(containers), onsets=onset_rows, timeline=timeline,
         changes=tuple(ChangeRow(iso(c.at), c.description, c.node) for c in in_window[:200]),
     )

@@ -58,17 +58,9 @@ class PointAccounting:
         res = self.result
         status = conn.status
         latency_us = int((now - conn.t_intended) * 1e6 + 0.5)
-        res.completed += 1
         counts = res.status_counts
         counts[status] = counts.get(status, 0) + 1
-        in_window = now <= self.t_end_window
-        if in_window:
-            res.completed_in_window += 1
-            self.last_in_window = now
-        if res.first_completion_s is None:
-            res.first_completion_s = now - self.t0
-        window = self.window if now < self.window_end else self._advance(now)
-        window[0] += 1
+        in_window, window = self._complete(now)
         error: str | None = None
         if status >= 400:
             error = taxonomy.status_class(status)
@@ -108,17 +100,9 @@ class PointAccounting:
     ) -> bool:
         """A request failed with a transport error class at ``now``; True when inside the measurement window."""
         res = self.result
-        res.completed += 1
-        in_window = now <= self.t_end_window
-        if in_window:
-            res.completed_in_window += 1
-            self.last_in_window = now
-        if res.first_completion_s is None:
-            res.first_completion_s = now - self.t0
+        in_window, window = self._complete(now)
         res.errors[error_class] = res.errors.get(error_class, 0) + 1
         res.error_latency.record(int(latency_s * 1e6 + 0.5))
-        window = self.window if now < self.window_end else self._advance(now)
-        window[0] += 1
         window[1] += 1
         if self.on_request is not None:
             self.on_request(
@@ -157,6 +141,20 @@ class PointAccounting:
             window[3] = peak_us
 
     # ------------------------------------------------------------------ internals
+    def _complete(self, now: float) -> tuple[bool, list[float]]:
+        """One request completed at ``now``, whatever its outcome: (inside the measurement window, its window)."""
+        res = self.result
+        res.completed += 1
+        in_window = now <= self.t_end_window
+        if in_window:
+            res.completed_in_window += 1
+            self.last_in_window = now
+        if res.first_completion_s is None:
+            res.first_completion_s = now - self.t0
+        window = self.window if now < self.window_end else self._advance(now)
+        window[0] += 1
+        return in_window, window
+
     def _advance(self, now: float) -> list[float]:
         """The window ``now`` falls in (created with any empty ones before it), made current."""
         slot = min(max(0, int((now - self.t0) / WINDOW_S)), MAX_WINDOWS - 1)

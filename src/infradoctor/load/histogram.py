@@ -17,7 +17,7 @@ from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from infradoctor.stats import Z_95, quantile_ranks
+from infradoctor.stats import Z_95, nearest_rank, quantile_ranks
 
 SUB_BUCKET_BITS = 10
 """Linear sub-buckets per power of two: 2**10 = 1024, i.e. 3 significant decimal digits."""
@@ -187,8 +187,7 @@ class Histogram:
 
     def percentiles_us(self, percentiles: Sequence[float]) -> list[float]:
         """Values (us) at percentiles (0-100), nearest-rank definition."""
-        ranks = [max(1, math.ceil(p / 100.0 * self.count)) for p in percentiles]
-        return self.values_at_ranks(ranks)
+        return self.values_at_ranks([nearest_rank(self.count, p / 100.0) for p in percentiles])
 
     def quantile_ci_us(self, quantile: float, z: float = Z_95) -> tuple[float, float]:
         """Distribution-free confidence interval (us) for a quantile from binomial order statistics.
@@ -242,8 +241,8 @@ class Histogram:
         else:
             ranks = [((2 * i + 1) * n) // (2 * k) + 1 for i in range(k)]
             for pct in (0.0, *STANDARD_PERCENTILES, 100.0):
-                index = max(1, math.ceil(pct / 100.0 * k)) - 1
-                rank = max(1, math.ceil(pct / 100.0 * n))
+                index = nearest_rank(k, pct / 100.0) - 1
+                rank = nearest_rank(n, pct / 100.0)
                 ranks[index] = rank
                 for j in range(index - 1, -1, -1):  # keep the ranks ascending around the one just set
                     if ranks[j] <= rank:

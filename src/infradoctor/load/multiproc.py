@@ -50,37 +50,20 @@ def _hist_from(state: Any) -> Histogram | None:
     return Histogram.from_dict(state) if state is not None else None
 
 
+COUNTS = ("sent", "completed", "ok", "completed_in_window", "ok_in_window", "unsent", "cancelled", "output_tokens",
+          "stream_ok")
+"""A point's counts: each process counts its share, and the merged point adds them."""
+
+SCALARS = ("label", "mode", "concurrency", "rate", "arrivals", "timeout_s", "duration_s", "elapsed_s", *COUNTS,
+           "first_completion_s", "last_window_completion_s", "client_cpu_fraction", "loop_lag_max_ms", "interrupted",
+           "unreachable")
+"""A point's plain values, sent between processes as they are."""
+
+
 def point_state(point: PointResult) -> dict[str, Any]:
     """Everything of a point as plain data (to send between processes)."""
     return {
-        "scalars": {
-            name: getattr(point, name)
-            for name in (
-                "label",
-                "mode",
-                "concurrency",
-                "rate",
-                "arrivals",
-                "timeout_s",
-                "duration_s",
-                "elapsed_s",
-                "sent",
-                "completed",
-                "ok",
-                "completed_in_window",
-                "ok_in_window",
-                "unsent",
-                "cancelled",
-                "first_completion_s",
-                "last_window_completion_s",
-                "output_tokens",
-                "stream_ok",
-                "client_cpu_fraction",
-                "loop_lag_max_ms",
-                "interrupted",
-                "unreachable",
-            )
-        },
+        "scalars": {name: getattr(point, name) for name in SCALARS},
         "errors": dict(point.errors),
         "status_counts": dict(point.status_counts),
         "latency": point.latency.to_dict(),
@@ -136,17 +119,7 @@ def merge_points(points: list[PointResult], *, label: str, concurrency: int | No
         timeout_s=first.timeout_s,
     )
     for point in points:
-        for name in (
-            "sent",
-            "completed",
-            "ok",
-            "completed_in_window",
-            "ok_in_window",
-            "unsent",
-            "cancelled",
-            "output_tokens",
-            "stream_ok",
-        ):
+        for name in COUNTS:
             setattr(merged, name, getattr(merged, name) + getattr(point, name))
         merged.duration_s = max(merged.duration_s, point.duration_s)
         merged.elapsed_s = max(merged.elapsed_s, point.elapsed_s)

@@ -80,25 +80,36 @@ class PyResponseParser:
             raise HttpParserError(f"{what} longer than {limit} bytes")
         return end
 
+    def _take(self, needle: bytes, limit: int, what: str) -> bytes | None:
+        """The bytes before ``needle``, taken off the buffer with it; None until ``needle`` has arrived."""
+        end = self._find(needle, limit, what)
+        if end < 0:
+            return None
+        taken = bytes(self._buffer[:end])
+        del self._buffer[: end + len(needle)]
+        return taken
+
+    def _pass_body(self) -> None:
+        """Hand the buffered bytes of the current body (or chunk) on, up to what remains of it."""
+        chunk = bytes(self._buffer[: self._remaining])
+        del self._buffer[: len(chunk)]
+        self._remaining -= len(chunk)
+        if chunk and self._on_body is not None:
+            self._on_body(chunk)
+
     def _step(self) -> bool:
         state = self._state
         if state == _HEAD:
-            end = self._find(b"\r\n\r\n", _MAX_HEAD, "response head")
-            if end < 0:
+            head = self._take(b"\r\n\r\n", _MAX_HEAD, "response head")
+            if head is None:
                 return False
-            head = bytes(self._buffer[:end])
-            del self._buffer[: end + 4]
             self._parse_head(head)
             return True
         if state == _LENGTH:
             if self._remaining == 0:
                 self._complete()
                 return bool(self._buffer)
-            chunk = bytes(self._buffer[: self._remaining])
-            del self._buffer[: len(chunk)]
-            self._remaining -= len(chunk)
-            if chunk and self._on_body is not None:
-                self._on_body(chunk)
+            self._pass_body()
             if self._remaining == 0:
                 self._complete()
             return bool(self._buffer)
@@ -109,11 +120,9 @@ class PyResponseParser:
                 self._on_body(chunk)
             return False
         if state == _CHUNK_SIZE:
-            end = self._find(b"\r\n", _MAX_LINE, "chunk-size line")
-            if end < 0:
+            line = self._take(b"\r\n", _MAX_LINE, "chunk-size line")
+            if line is None:
                 return False
-            line = bytes(self._buffer[:end])
-            del self._buffer[: end + 2]
             digits = line.split(b";", 1)[0].strip(b" \t")
             if not _HEX.fullmatch(digits):
                 raise HttpParserError(f"bad chunk size {line[:20]!r}")
@@ -125,11 +134,7 @@ class PyResponseParser:
                 self._state = _CHUNK_DATA
             return True
         if state == _CHUNK_DATA:
-            chunk = bytes(self._buffer[: self._remaining])
-            del self._buffer[: len(chunk)]
-            self._remaining -= len(chunk)
-            if chunk and self._on_body is not None:
-                self._on_body(chunk)
+            self._pass_body()
             if self._remaining == 0:
                 self._state = _CHUNK_CRLF
             return bool(self._buffer)
@@ -142,11 +147,9 @@ class PyResponseParser:
             self._state = _CHUNK_SIZE
             return True
         # _TRAILER: skip trailer lines up to the empty line
-        end = self._find(b"\r\n", _MAX_LINE, "trailer line")
-        if end < 0:
+        line = self._take(b"\r\n", _MAX_LINE, "trailer line")
+        if line is None:
             return False
-        line = bytes(self._buffer[:end])
-        del self._buffer[: end + 2]
         if not line:
             self._complete()
         return True

@@ -129,8 +129,8 @@ class BackendAttribution:
 
 
 @dataclass(frozen=True)
-class Attribution:
-    """How much latency the router adds: routed minus direct, at the median and the tail."""
+class AttributionCounts:
+    """What the router-added latency is measured on: the requests compared and their medians and tails."""
 
     routed_n: int
     """Successful routed requests compared (requests the router retried are left out)."""
@@ -144,6 +144,12 @@ class Attribution:
     """Routed p99 (ms)."""
     direct_p99_ms: float | None
     """Direct p99, backends pooled (ms)."""
+
+
+@dataclass(frozen=True)
+class Attribution(AttributionCounts):
+    """How much latency the router adds: routed minus direct, at the median and the tail."""
+
     added_p50: Estimate
     """Router-added latency at p50 (ms) with a bootstrap 95% CI."""
     added_p99: Estimate
@@ -284,8 +290,8 @@ class BackendStats:
 
 
 @dataclass(frozen=True)
-class Distribution:
-    """How the router spread requests across backends."""
+class DistributionCounts:
+    """How the router spread requests across backends: what the evidence and the stored metrics both hold."""
 
     header: str | None
     """Response header used to identify the serving backend (None: none found)."""
@@ -305,6 +311,12 @@ class Distribution:
     """Degrees of freedom."""
     p_value: float
     """Chi-square p-value (small: the spread is not what was expected)."""
+
+
+@dataclass(frozen=True)
+class Distribution(DistributionCounts):
+    """How the router spread requests across backends."""
+
     unknown_addresses: Mapping[str, int] = field(default_factory=dict)
     """Header values that matched no ``--backend``, with counts (at most 10)."""
 

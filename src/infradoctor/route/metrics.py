@@ -1,6 +1,7 @@
 """The route command's typed metrics (``Result.metrics`` of ``infradoctor route``).
 
-The layout is documented in :mod:`infradoctor.route`; every field has its docstring here.
+The layout is documented in :mod:`infradoctor.route`; every field has its docstring here (the fields the
+evidence holds too beside it: :class:`~infradoctor.route.evidence.AttributionCounts` and ``DistributionCounts``).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from infradoctor.metrics import Metrics
+from infradoctor.route.evidence import AttributionCounts, DistributionCounts
 from infradoctor.telemetry.evidence import RouterWindow, ServerPoint
 
 
@@ -69,21 +71,9 @@ class BackendAttributionMetrics(Metrics):
 
 
 @dataclass(frozen=True)
-class AttributionMetrics(Metrics):
+class AttributionMetrics(AttributionCounts, Metrics):
     """How much latency the router adds: routed minus direct."""
 
-    routed_n: int
-    """Successful routed requests compared (retried ones left out)."""
-    direct_n: int
-    """Successful direct requests compared."""
-    routed_p50_ms: float | None
-    """Routed median."""
-    direct_p50_ms: float | None
-    """Direct median, backends pooled."""
-    routed_p99_ms: float | None
-    """Routed p99."""
-    direct_p99_ms: float | None
-    """Direct p99."""
     added_p50_ms: EstimateMetrics
     """Router-added latency at p50 with a bootstrap 95% CI."""
     added_p99_ms: EstimateMetrics
@@ -161,27 +151,9 @@ class BackendMetrics(Metrics):
 
 
 @dataclass(frozen=True)
-class DistributionMetrics(Metrics):
+class DistributionMetrics(DistributionCounts, Metrics):
     """How the router spread requests across backends."""
 
-    header: str | None
-    """The response header that named the serving backend."""
-    attributed: int
-    """Routed requests matched to a backend."""
-    unattributed: int
-    """Routed requests not matched."""
-    counts: dict[str, int]
-    """Served requests per backend URL."""
-    expected_shares: dict[str, float]
-    """Expected share per backend."""
-    weights_source: str
-    """``equal`` or ``--weights``."""
-    chi_square: float
-    """Pearson's statistic."""
-    df: int
-    """Degrees of freedom."""
-    p_value: float
-    """Chi-square p-value."""
     max_deviation: float
     """Largest relative deviation from an expected share."""
     unknown_addresses: dict[str, int] = field(default_factory=dict)

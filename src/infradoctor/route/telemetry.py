@@ -59,18 +59,14 @@ def with_telemetry(
 def telemetry_notes(routers: Iterable[RouterWindow], servers: Iterable[ServerWindow]) -> list[ErrorNote]:
     """A note per statistics endpoint that could not be read (or only in part)."""
     notes = []
-    for r in routers:
-        if r.kind == "unknown" or r.failed_reads or r.problems:
-            what = "could not be read" if r.kind == "unknown" else f"{r.failed_reads} reads failed"
-            notes.append(ErrorNote("route.router-stats", f"{r.source}: {what}" +
-                                   (f" ({'; '.join(r.problems[:3])})" if r.problems else ""),
-                                   count=max(1, r.failed_reads)))
-    for s in servers:
-        if s.kind == "unknown" or s.failed_reads or s.problems:
-            what = "could not be read" if s.kind == "unknown" else f"{s.failed_reads} reads failed"
-            notes.append(ErrorNote("route.server-metrics", f"{s.source}: {what}" +
-                                   (f" ({'; '.join(s.problems[:3])})" if s.problems else ""),
-                                   count=max(1, s.failed_reads)))
+    windows: list[tuple[str, RouterWindow | ServerWindow]] = [("route.router-stats", r) for r in routers]
+    windows += [("route.server-metrics", s) for s in servers]
+    for where, w in windows:
+        if w.kind == "unknown" or w.failed_reads or w.problems:
+            what = "could not be read" if w.kind == "unknown" else f"{w.failed_reads} reads failed"
+            notes.append(ErrorNote(where, f"{w.source}: {what}" +
+                                   (f" ({'; '.join(w.problems[:3])})" if w.problems else ""),
+                                   count=max(1, w.failed_reads)))
     return notes
 
 
