@@ -166,7 +166,7 @@ def iter_lines(source: LogSource, stats: LogStats) -> Iterator[str]:
                 if discarding:
                     discarding = False
                     continue
-                line = _decode(raw, stats)
+                line = decode_line(raw, stats)
                 if line is not None:
                     yield line
             if len(carry) > MAX_LINE_BYTES:
@@ -179,12 +179,18 @@ def iter_lines(source: LogSource, stats: LogStats) -> Iterator[str]:
                 carry = b""
         if carry and not discarding:
             stats.note(NOTE_TRUNCATED)
-            line = _decode(carry, stats)
+            line = decode_line(carry, stats)
             if line is not None:
                 yield line
 
 
-def _decode(raw: bytes, stats: LogStats) -> str | None:
+def decode_line(raw: bytes, stats: LogStats) -> str | None:
+    r"""One line (without its newline) as the parsers read it, counted in ``stats``; None for a binary line.
+
+    Over :data:`MAX_LINE_BYTES`: skipped as ``line_too_long``, its head read as a :class:`CutLine`; a NUL byte:
+    skipped as ``binary``; not UTF-8: noted, read with replacement characters. One ``\r`` before the newline is
+    dropped.
+    """
     stats.lines += 1
     if len(raw) > MAX_LINE_BYTES:
         stats.skip(SKIP_TOO_LONG)

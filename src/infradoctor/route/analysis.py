@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
 
 from infradoctor.load import taxonomy
+from infradoctor.logs.formats.layout import split_tries
 from infradoctor.route.evidence import (
     DIRECT,
     ROUTER,
@@ -131,10 +132,11 @@ def address_of(url_or_value: str) -> str:
 def upstream_entries(value: str) -> list[str]:
     """Every ``host:port`` in an upstream-address header value, in the order tried.
 
-    nginx's ``$upstream_addr`` lists every upstream tried, comma-separated (``" : "`` separates internal
-    redirects); the last one served the response, the earlier ones failed.
+    nginx's ``$upstream_addr`` lists every upstream tried (read as the logs command reads it: ``", "`` between
+    tries, ``" : "`` between internal redirects); the last one served the response, the earlier ones failed. A
+    header list joined with bare commas (``a,b``) is read too.
     """
-    return [address_of(e.strip()) for e in value.replace(" : ", ",").split(",") if e.strip()]
+    return [address_of(e.strip()) for tried in split_tries(value) for e in tried.split(",") if e.strip()]
 
 
 def parse_upstream_value(value: str) -> tuple[str, int]:

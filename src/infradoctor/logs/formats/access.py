@@ -15,7 +15,6 @@ from functools import lru_cache
 from infradoctor.bounded import read_int
 from infradoctor.logs.formats.base import LineContext, LineHandler, LogFormat, ParseOptions
 from infradoctor.logs.formats.layout import (
-    MULTI_SPLIT,
     ROLE_ATTEMPTS,
     ROLE_FLAGS,
     ROLE_REQUEST_TIME,
@@ -28,7 +27,10 @@ from infradoctor.logs.formats.layout import (
     TIME_ISO,
     TIME_LOCAL,
     AccessLayout,
+    is_multi,
+    last_try,
     parse_time,
+    split_tries,
 )
 from infradoctor.logs.signatures import (
     ENVOY_LOCAL_REPLY_FLAGS,
@@ -61,11 +63,6 @@ def to_int(text: str | None) -> int | None:
     return read_int(text, low=0, high=99_999)
 
 
-def _multi(value: str) -> bool:
-    """True for an nginx multi-value field (several upstream tries)."""
-    return ", " in value or " : " in value
-
-
 class RequestDecoder:
     """Turns the raw role strings of one request (or a group of identical ones) into statistics."""
 
@@ -78,6 +75,8 @@ class RequestDecoder:
         self.has_utime = ROLE_UPSTREAM_TIME in roles
         self.has_attempts = ROLE_ATTEMPTS in roles
         self._signatures: dict[tuple[int | None, str | None, str | None], tuple[tuple[str, ...], str]] = {}
+        self._outcomes: dict[tuple[str | None, str | None, str | None],
+                             tuple[str, tuple[str, ...], str, tuple[str, ...]]] = {}
 
     def signatures(self, status: int | None, addr: str | None, flags: str | None) -> tuple[tuple[str, ...], str]:
         """(signatures, subject): the subject is the last upstream tried, ``-`` when none."""
@@ -92,7 +91,7 @@ class RequestDecoder:
     def _signature(self, status: int | None, addr: str | None, flags: str | None) -> tuple[tuple[str, ...], str]:
         subject = "-"
         if addr and addr != "-":
-            subject = addr if self.is_envoy else MULTI_SPLIT.split(addr)[-1]
+            subject = addr if self.is_envoy else last_try(addr)
         if self.is_envoy:
             return envoy_signatures(flags or "-", status), subject
         found = nginx_signature(status, subject, self.has_upstream)
@@ -101,12 +100,31 @@ class RequestDecoder:
     def served(self, addr: str | None, flags: str | None, utime_raw: str | None = None) -> bool:
         """True when an upstream answered the request (its duration is not a reply the router made itself)."""
         if self.is_envoy:
-            if addr is None or addr == "-":
-                return False
-            return not any(f in ENVOY_LOCAL_REPLY_FLAGS for f in envoy_flags(flags))
+            return addr is not None and addr != "-" and self.served_by(flags)
+        return self.served_by(addr if self.has_upstream else utime_raw)
+
+    @property
+    def served_role(self) -> str | None:
+        """The role whose value decides :meth:`served` (with Envoy, given an upstream address), None: never."""
+        if self.is_envoy:
+            return ROLE_FLAGS
         if self.has_upstream:
-            return addr is not None and addr != "-" and not all(is_group_name(a) for a in MULTI_SPLIT.split(addr))
-        return utime_raw is not None and to_ms(MULTI_SPLIT.split(utime_raw)[-1], self.layout.upstream_scale) != UNKNOWN
+            return ROLE_UPSTREAM
+        return ROLE_UPSTREAM_TIME if self.has_utime else None
+
+    def served_by(self, value: str | None) -> bool:
+        """:meth:`served` from the value of :attr:`served_role` (the polars engine asks once per distinct value).
+
+        Envoy: no flag of a reply Envoy made itself; nginx: an address tried (not only an upstream group's name), or
+        without addresses, an upstream time.
+        """
+        if self.is_envoy:
+            return not any(f in ENVOY_LOCAL_REPLY_FLAGS for f in envoy_flags(value))
+        if value is None:
+            return False
+        if self.has_upstream:
+            return value != "-" and not all(is_group_name(a) for a in split_tries(value))
+        return self.has_utime and to_ms(last_try(value), self.layout.upstream_scale) != UNKNOWN
 
     def overhead_ms(
         self, request_raw: str | None, addr: str | None, ustatus_raw: str | None, utime_raw: str | None
@@ -121,8 +139,8 @@ class RequestDecoder:
             return None
         if self.has_upstream and (addr is None or addr == "-"):
             return None
-        multi = (addr is not None and _multi(addr)) or _multi(utime_raw) or (
-            ustatus_raw is not None and _multi(ustatus_raw))
+        multi = (addr is not None and is_multi(addr)) or is_multi(utime_raw) or (
+            ustatus_raw is not None and is_multi(ustatus_raw))
         if not self.is_envoy and multi:
             return None
         request_ms = to_ms(request_raw, self.layout.request_scale)
@@ -185,7 +203,7 @@ class RequestDecoder:
             attempts = len(upstreams)
         elif self.has_upstream:
             attempts = 0
-        elif self.has_utime and utime_raw is not None and not _multi(utime_raw):
+        elif self.has_utime and utime_raw is not None and not is_multi(utime_raw):
             ms = to_ms(utime_raw, self.layout.upstream_scale)
             if ms != UNKNOWN:  # the format logs the upstream's time but not its address
                 upstreams = [("-", UNKNOWN if status is None else status, ms)]
@@ -202,21 +220,21 @@ class RequestDecoder:
 
         An upstream group's name (nginx found no live server in it) is not a try.
         """
-        if not (_multi(addr) or (ustatus_raw is not None and _multi(ustatus_raw))
-                or (utime_raw is not None and _multi(utime_raw))):  # one try: most requests
+        if not (is_multi(addr) or (ustatus_raw is not None and is_multi(ustatus_raw))
+                or (utime_raw is not None and is_multi(utime_raw))):  # one try: most requests
             if is_group_name(addr):
                 return []
             ustatus = to_int(ustatus_raw) if self.has_ustatus and ustatus_raw is not None else status
             utime = to_ms(utime_raw, self.layout.upstream_scale) if self.has_utime and utime_raw is not None \
                 else UNKNOWN
             return [(stats.subject(addr), UNKNOWN if ustatus is None else ustatus, utime)]
-        addrs = MULTI_SPLIT.split(addr)
+        addrs = split_tries(addr)
         if self.has_ustatus and ustatus_raw is not None:
-            statuses = [UNKNOWN if (v := to_int(s)) is None else v for s in MULTI_SPLIT.split(ustatus_raw)]
+            statuses = [UNKNOWN if (v := to_int(s)) is None else v for s in split_tries(ustatus_raw)]
         else:
             statuses = [UNKNOWN if status is None else status] * len(addrs)
         if self.has_utime and utime_raw is not None:
-            times = [to_ms(t, self.layout.upstream_scale) for t in MULTI_SPLIT.split(utime_raw)]
+            times = [to_ms(t, self.layout.upstream_scale) for t in split_tries(utime_raw)]
         else:
             times = [UNKNOWN] * len(addrs)
         if not len(addrs) == len(statuses) == len(times):
@@ -263,13 +281,20 @@ class RequestDecoder:
         count: int,
     ) -> None:
         """Timeline counts by status class and kind, Envoy flags; for failures also the events."""
-        status = to_int(status_raw)
-        signatures, subject = self.signatures(status, addr, flags)
+        key = (status_raw, addr, flags)
+        found = self._outcomes.get(key)
+        if found is None:  # decoded once per distinct (status, upstream, flags)
+            if len(self._outcomes) > SIGNATURE_CACHE:
+                self._outcomes.clear()
+            status = to_int(status_raw)
+            signatures, subject = self.signatures(status, addr, flags)
+            found = self._outcomes[key] = (status_class(status), signatures, subject,
+                                           envoy_flags(flags) if self.is_envoy else ())
+        klass, signatures, subject, flag_list = found
         second = self.second(time_key)
-        stats.add_timeline(second, status_class(status), signatures, count)
-        if self.is_envoy:
-            for flag in envoy_flags(flags):
-                stats.envoy_flags[flag] += count
+        stats.add_timeline(second, klass, signatures, count)
+        for flag in flag_list:
+            stats.envoy_flags[flag] += count
         subject = stats.subject(subject)
         for signature in signatures:
             stats.count_event(signature, subject, second, count, REQUEST)
@@ -379,8 +404,8 @@ class AccessFormat(LogFormat):
             requests[(status, request, served)] += 1
             upstreams[(status, addr, ustatus, utime, attempts)] += 1
             if request is not None and utime is not None:  # router time, decoded per distinct pair in finish()
-                overheads[(request, addr if addr is None or addr == "-" or envoy else _multi(addr) or (
-                    ustatus is not None and _multi(ustatus)), utime)] += 1
+                overheads[(request, addr if addr is None or addr == "-" or envoy else is_multi(addr) or (
+                    ustatus is not None and is_multi(ustatus)), utime)] += 1
             fails = decoder.may_fail(status, flags)
             key: TimeKey
             if has_time:

@@ -1,33 +1,47 @@
-"""The fast access-log engine: polars splits lines on ``"``, extracts the raw fields, and groups them.
+"""The fast access-log engine: polars splits lines on ``"``, reads the raw fields, and groups them.
 
 Measured on this class of machine (shared/reference/log-parsing-measured.md): splitting on ``"`` with a field-count
-guard, a regex only on short unquoted segments, and group-by runs at 2-3x the best pure-Python loop. Here polars does
-only that: every query groups *raw field strings* and counts them; the groups (distinct values, not lines) are then
-decoded by the same :class:`RequestDecoder` the Python engine uses on its own groups, so both engines agree by
-construction (a test checks it on every recorded fixture). Non-failing lines are grouped per minute, failing ones
-per second (incidents need it).
+guard, cheap string operations on the short unquoted columns, and group-by run at 2-3x the best pure-Python loop.
+Polars does only that: every query groups *raw field strings* and counts them; the groups (distinct values, not
+lines) are decoded by the same :class:`RequestDecoder` the Python engine uses on its own groups, and what a group
+key is made of is decided by the decoder too (whether an upstream served a request: once per distinct value, in
+Python; timeline keys and router time by expressions that match the decoder's, with a check per distinct number).
+The engines agree line for line, not only on the recorded fixtures: tests/logs/test_engine_equivalence.py runs both
+on mutated lines in envelopes, with CRLF, NUL bytes, bad UTF-8, lines over 64 KiB and reads that cut lines.
+
+Every column is checked as the full-line regular expression checks it (a line is read by polars only when the Python
+engine's layout would read it, else it goes to the Python line router): literal columns by equality, the others by
+a regex search (a DFA: cheap) or, when each field ends at a character it cannot hold, by one capture that also reads
+the fields; fields elsewhere are cut by splits on spaces (nginx multi-values ``a, b : c`` on lines with one try too).
+A sentinel at the end of every line tells a line whose last column is empty from one that lacks it.
 
 A file whose lines all come in one plain-prefix envelope (kubectl ``--prefix``, stern, compose, syslog, CRI, a
-timestamp) keeps this engine: the envelope is one more regular expression on the first column. Lines the layout does
-not read (another format in a mixed file, a CRI partial record, a bad line) go back to the Python line router, in
-file order per chunk, so nothing is lost.
+timestamp) keeps this engine: the envelope is stripped from the first column by one regex replace. Lines the layout
+does not read (another format in a mixed file, a CRI partial record, a bad line) go back to the Python line router,
+in file order per chunk, so nothing is lost; so do the lines the Python engine reads otherwise (binary, over 64 KiB,
+not UTF-8) and the line cut between two reads.
 
-The file is handed to polars in chunks of :data:`CHUNK_BYTES` whole lines: polars holds memory in proportion to its
-input, so this keeps peak RSS flat whatever the file size. Per chunk, one scan feeds every query (requests,
-upstream attempts, router time, timeline with failing upstreams, totals, the lines it could not read, and example
-lines in the first chunks); a later chunk is scanned again only when a new kind of failure first appears in it.
+The file is handed to polars in reads of :data:`CHUNK_BYTES`: polars holds memory in proportion to its input, so
+peak RSS stays flat whatever the file size. Per chunk, one scan feeds every query (requests, upstream attempts,
+router time, timeline with failing upstreams, the lines it could not read, and example lines in the first chunks).
 """
 
 from __future__ import annotations
 
+import codecs
 import lzma
+import math
+import re
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from infradoctor.logs.formats.access import NGINX_FAILING_STATUSES, RequestDecoder, to_int
 from infradoctor.logs.formats.layout import (
+    MULTI_SPLIT,
+    MULTI_VALUE,
     ROLE_ATTEMPTS,
     ROLE_FLAGS,
     ROLE_REQUEST_TIME,
@@ -40,28 +54,19 @@ from infradoctor.logs.formats.layout import (
     TIME_ISO,
     TIME_LOCAL,
     AccessLayout,
+    Token,
     Var,
     tokens_regex,
 )
-from infradoctor.logs.signatures import ENVOY_LOCAL_REPLY_FLAGS
-from infradoctor.logs.source import (
-    MAX_LINE_BYTES,
-    NOTE_INVALID_UTF8,
-    NOTE_TRUNCATED,
-    SKIP_BINARY,
-    SKIP_TOO_LONG,
-    CutLine,
-    LogSource,
-    open_binary,
-)
-from infradoctor.logs.stats import MAX_EXAMPLES, LogStats
+from infradoctor.logs.source import MAX_LINE_BYTES, NOTE_TRUNCATED, LogSource, decode_line, open_binary
+from infradoctor.logs.stats import MAX_EPOCH, MAX_EXAMPLES, MAX_MS, UNKNOWN, LogStats, to_ms
 
-CHUNK_BYTES = 8 << 20
-"""Bytes of whole lines handed to polars at a time."""
+CHUNK_BYTES = 16 << 20
+"""Bytes read and handed to polars at a time (16 MB: less per-chunk work than 8 MB, flat memory still)."""
 COMPACT_EVERY = 16
 """Re-aggregate the per-chunk group tables every this many chunks (bounds memory on long files)."""
-MAX_LINE_CHUNKS = 4
-"""A "line" longer than this many chunks (no newline at all) is dropped as ``line_too_long``."""
+SERVED_CACHE = 100_000
+"""Distinct values remembered with whether they mean an upstream served the request (cleared beyond)."""
 
 _ROLES = (ROLE_TIME, ROLE_STATUS, ROLE_REQUEST_TIME, ROLE_UPSTREAM, ROLE_UPSTREAM_STATUS, ROLE_UPSTREAM_TIME,
           ROLE_FLAGS, ROLE_ATTEMPTS)
@@ -73,10 +78,11 @@ _REQUEST_KEYS = (ROLE_STATUS, ROLE_REQUEST_TIME, "served")
 _UPSTREAM_KEYS = (ROLE_STATUS, ROLE_UPSTREAM, ROLE_UPSTREAM_STATUS, ROLE_UPSTREAM_TIME, ROLE_ATTEMPTS, ROLE_FLAGS,
                   "fail_request")
 _OVERHEAD_KEYS = ("overhead_ms",)
+# Router time of lines whose numbers polars does not read as the Python engine does (rare: decoded in Python).
+_ODD_OVERHEAD_KEYS = (ROLE_REQUEST_TIME, ROLE_UPSTREAM, ROLE_UPSTREAM_STATUS, ROLE_UPSTREAM_TIME)
 _TIMELINE_KEYS = ("tkey", ROLE_STATUS, "fail_addr", ROLE_FLAGS)
 _KEYS = {"requests": _REQUEST_KEYS, "upstreams": _UPSTREAM_KEYS, "overhead": _OVERHEAD_KEYS,
-         "timeline": _TIMELINE_KEYS}
-_INDEX = {name: index for index, name in enumerate([*_KEYS, "totals", "unread", "examples"])}
+         "odd_overhead": _ODD_OVERHEAD_KEYS, "timeline": _TIMELINE_KEYS}
 
 
 def polars_available() -> bool:
@@ -106,240 +112,689 @@ def parse_access_polars(
         import polars as pl
     except ImportError:
         return False
+    _prime_allocator()
     decoder = RequestDecoder(layout)
-    plan = _Plan(pl, layout, envelope)
+    plan = _Plan(pl, layout, envelope, decoder)
     parts: dict[str, list[Any]] = {name: [] for name in _KEYS}
     rows = 0
     try:
-        for index, chunk in enumerate(_chunks(source, stats)):
-            frames = plan.frames(chunk)
+        for index, chunk in enumerate(_chunks(source, stats, unread)):
+            read = plan.read(chunk)
             for name in _KEYS:
-                parts[name].append(frames[_INDEX[name]])
-            rows += int(frames[_INDEX["totals"]].row(0)[0] or 0)
+                parts[name].append(read.tables[name])
+            rows += read.rows
             if (index + 1) % COMPACT_EVERY == 0:
                 parts = {name: [_sum(pl, pieces, _KEYS[name])] for name, pieces in parts.items()}
-            plan.take_examples(chunk, frames[_INDEX["examples"]], decoder, stats)
-            missed = frames[_INDEX["unread"]]["row"].to_list()
-            if missed and unread is not None:
-                _feed_unread(chunk, missed, unread, stats)
+            plan.take_examples(chunk.data, read.examples, stats)
+            if read.unread:
+                lines = chunk.data.split(b"\n")
+                _feed([_raw_line(lines[row]) for row in read.unread], unread, stats)
+                del lines
+            del chunk, read
     except (pl.exceptions.PolarsError, OSError, EOFError, ValueError, RuntimeError, zlib.error,
             lzma.LZMAError) as exc:
         stats.skip("read_error", 1, f"{source.name}: stopped reading ({type(exc).__name__}: {exc}); "
                    "lines before the error are counted")
     tables = {name: _sum(pl, pieces, _KEYS[name]) if pieces else None for name, pieces in parts.items()}
     parsed = _merge(decoder, tables, stats)
-    stats.lines += rows
+    stats.lines += rows  # the lines polars read (the others are counted as they go to the line router)
     stats.parsed += parsed
     if formats is not None and parsed:
         formats[layout.router] += parsed
     return True
 
 
-def _feed_unread(chunk: bytes, rows: list[int], unread: Callable[[str], None], stats: LogStats) -> None:
-    """The chunk's lines at ``rows`` to the line router, read as the Python engine reads them.
+_PRIMED: list[bool] = []
 
-    Binary lines are skipped, long ones cut, bad UTF-8 replaced (each counted).
+
+def _prime_allocator() -> None:
+    """Let the C allocator keep the chunks' memory between reads (once per process).
+
+    Every read and its sentinel copy are fresh blocks of :data:`CHUNK_BYTES`; glibc maps such blocks afresh each
+    time until a freed mapped block raises its threshold above their size, and page faults cost ~3 us per 4 KiB
+    here (measured: 8k faults per 16 MB chunk, a fifth of its time). Freeing one mapped block just under glibc's
+    32 MB ceiling sets that threshold (and the heap's trim threshold to twice it) at once. ``bytes(n)`` of mapped
+    memory is not touched, so this costs no fault; other allocators ignore it.
     """
-    lines = chunk.split(b"\n")
-    for row in rows:
-        if not 0 <= row < len(lines):
-            continue
-        raw = lines[row]
-        if raw.endswith(b"\r"):
-            raw = raw[:-1]
-        if not raw:
-            continue
-        if b"\x00" in raw:
-            stats.skip(SKIP_BINARY)
-            continue
-        if len(raw) > MAX_LINE_BYTES:
-            stats.skip(SKIP_TOO_LONG)
-            unread(CutLine(raw[:MAX_LINE_BYTES].decode("utf-8", errors="replace")))
-            continue
-        try:
-            unread(raw.decode("utf-8"))
+    if not _PRIMED:
+        _PRIMED.append(True)
+        block = bytes(31 << 20)
+        del block
+
+
+def _feed(lines: list[bytes], unread: Callable[[str], None] | None, stats: LogStats) -> None:
+    """Lines to the Python line router (counted, decoded as the Python engine does: see :func:`decode_line`)."""
+    for raw in lines:
+        line = decode_line(raw, stats)
+        if line is not None and unread is not None:
+            unread(line)
+
+
+@dataclass
+class _Chunk:
+    """Whole lines of the file for polars, with the sentinel (:func:`_with_sentinel`)."""
+
+    data: bytes
+    """The bytes as read, with the sentinel; its first line is the end of a line cut by the previous read when
+    ``skip_first``, its last one cut by this read when ``cut_last`` (both are read in Python, whole)."""
+    skip_first: bool
+    cut_last: bool
+    python_rows: list[int]
+    """Lines the Python engine reads otherwise than polars would (:func:`_python_rows`): left to it."""
+    utf8: bool
+    """Every line is UTF-8: polars reads it strictly (faster than with replacement characters)."""
+
+
+_WINDOW = MAX_LINE_BYTES // 2
+
+
+def _python_rows(data: bytes) -> tuple[list[int], bool]:
+    r"""Line numbers (in ``data.split(b"\n")``) of the lines the Python engine reads otherwise than polars would.
+
+    Those are binary lines (a NUL byte: skipped), lines over :data:`MAX_LINE_BYTES` (cut) and lines that are not
+    UTF-8 (noted, read with replacement characters). A few C-speed scans of the chunk (~3 ms per 16 MB): a longer
+    line covers a whole aligned window of half that length without a newline; ASCII is UTF-8. Also whether every
+    line is UTF-8.
+    """
+    starts: set[int] = set()
+    pos = data.find(b"\x00")
+    while pos >= 0:
+        starts.add(data.rfind(b"\n", 0, pos) + 1)
+        end = data.find(b"\n", pos)
+        pos = data.find(b"\x00", end) if end >= 0 else -1
+    for offset in range(0, len(data), _WINDOW):
+        if data.find(b"\n", offset, offset + _WINDOW) < 0:
+            start = data.rfind(b"\n", 0, offset) + 1
+            end = data.find(b"\n", offset)
+            if (end if end >= 0 else len(data)) - start > MAX_LINE_BYTES:
+                starts.add(start)
+    utf8 = True
+    if not data.isascii():
+        try:  # in pieces: one large string is as many fresh pages
+            check = codecs.getincrementaldecoder("utf-8")()
+            view = memoryview(data)
+            for offset in range(0, len(data), 1 << 20):
+                check.decode(view[offset: offset + (1 << 20)])
+            check.decode(b"", final=True)
         except UnicodeDecodeError:
-            stats.note(NOTE_INVALID_UTF8)
-            unread(raw.decode("utf-8", errors="replace"))
+            utf8 = False
+            offset = 0
+            for line in data.split(b"\n"):
+                if not line.isascii():
+                    try:
+                        line.decode("utf-8")
+                    except UnicodeDecodeError:
+                        starts.add(offset)
+                offset += len(line) + 1
+    return sorted(data.count(b"\n", 0, start) for start in starts), utf8
 
 
-def _chunks(source: LogSource, stats: LogStats) -> Iterator[bytes]:
-    """Chunks of whole lines, decompressed; counts bytes; a last line without newline is noted.
+def _chunks(source: LogSource, stats: LogStats, unread: Callable[[str], None] | None) -> Iterator[_Chunk]:
+    """The file, decompressed, in reads of :data:`CHUNK_BYTES`; counts bytes.
 
-    The file is read into one reused buffer (fresh 8 MB buffers cost page faults); each chunk is one copy.
+    Each read goes to polars as it is (no copy but the sentinel's): the line cut between two reads is put together
+    and handed to the Python line router (with a line that has no newline in a whole read), as are the lines at the
+    end without a newline (noted as truncated, as the Python engine notes it). A line is kept up to
+    :data:`MAX_LINE_BYTES` + 1 bytes (longer ones are cut by :func:`decode_line` anyway).
     """
-    buffer = bytearray(CHUNK_BYTES)
-    view = memoryview(buffer)
-    carry = b""
+    carry = b""  # the start of the line the last read cut (at most MAX_LINE_BYTES + 1 bytes of it)
     with open_binary(source) as fh:
         while True:
-            size = fh.readinto(view)
-            if not size:
+            data = fh.read(CHUNK_BYTES)
+            if not data:
                 break
-            stats.bytes += size
-            cut = buffer.rfind(b"\n", 0, size) + 1
-            if cut == 0:  # no newline in a whole chunk: part of one huge line
-                carry += view[:size]
-                if len(carry) > MAX_LINE_CHUNKS * CHUNK_BYTES:
-                    stats.lines += 1
-                    stats.skip(SKIP_TOO_LONG)
-                    carry = b""
+            stats.bytes += len(data)
+            first = data.find(b"\n")
+            if first < 0:  # no newline in a whole read: part of one long line
+                carry += data[: MAX_LINE_BYTES + 1 - len(carry)] if len(carry) <= MAX_LINE_BYTES else b""
                 continue
-            chunk = carry + view[:cut] if carry else bytes(view[:cut])
-            carry = bytes(view[cut:size])
+            last = data.rfind(b"\n") + 1
+            if carry:
+                _feed([carry + data[: min(first, MAX_LINE_BYTES + 1)]], unread, stats)
+            chunk = _Chunk(_with_sentinel(data), bool(carry), last < len(data), *_python_rows(data))
+            carry = data[last: last + MAX_LINE_BYTES + 1]
+            del data  # a large block alive is a fresh one (page faults) at the next read
             yield chunk
-        if carry:
+            del chunk
+    if carry:
+        if len(carry) <= MAX_LINE_BYTES:
             stats.note(NOTE_TRUNCATED)
-            yield carry + b"\n"  # counted as a line like the Python engine does
+        _feed([carry], unread, stats)
+
+
+LINE_END = "\x01"
+"""Appended to every line of a chunk: the last column then always holds something, so a line that lacks its last
+quote (one column less) is told from one whose last column is empty."""
+LINE_END_BYTES = LINE_END.encode()
+_ANY_TEXT = ('[^"]*', '[^"]*?')
+"""Variable patterns that match any column's text (a column never holds a quote)."""
+_NO_SPACE = '[^ "]*'
+_MAX_PLAIN_NUMBER = 30
+"""Numbers up to this many characters, without an exponent, are read by polars as :func:`to_ms` reads them."""
+
+
+def _with_sentinel(chunk: bytes) -> bytes:
+    r"""The chunk with :data:`LINE_END` at the end of every line (before ``\r\n``: polars drops that ``\r``)."""
+    out = chunk.replace(b"\n", LINE_END_BYTES + b"\n")
+    if out.find(b"\r") >= 0:
+        out = out.replace(b"\r" + LINE_END_BYTES + b"\n", LINE_END_BYTES + b"\r\n")
+    return out
+
+
+def _raw_line(line: bytes) -> bytes:
+    """A line of a chunk (:func:`_with_sentinel`) as the file has it, without its newline."""
+    if line.endswith(LINE_END_BYTES):
+        return line[:-1]
+    if line.endswith(LINE_END_BYTES + b"\r"):
+        return line[:-2] + b"\r"
+    return line
+
+
+def _merged(tokens: list[Token]) -> list[Token]:
+    """The tokens with adjacent literals joined."""
+    out: list[Token] = []
+    for token in tokens:
+        if isinstance(token, str) and out and isinstance(out[-1], str):
+            out[-1] += token
+        elif token != "":
+            out.append(token)
+    return out
+
+
+def _check(pl: Any, text: Any, segment: list[Token]) -> Any:
+    """Whether a column holds its segment, as the full-line regex requires; None when any text does.
+
+    A column holds no quote, so a ``[^"]*`` variable at either end matches whatever is there: it is left out and
+    the search is unanchored on that side (it stops at the first match instead of reading to the end).
+    """
+    if not segment:
+        return text.is_null()
+    body = list(segment)
+    head = tail = True
+    if isinstance(body[0], Var) and body[0].pattern in _ANY_TEXT:
+        body, head = body[1:], False
+    if body and isinstance(body[-1], Var) and body[-1].pattern in _ANY_TEXT:
+        body, tail = body[:-1], False
+    if not body:
+        return None
+    if len(body) == 1 and isinstance(body[0], str):
+        literal = body[0]
+        if head and tail:
+            return text == literal
+        if head:
+            return text.str.starts_with(literal)
+        if tail:
+            return text.str.ends_with(literal)
+        return text.str.contains(literal, literal=True)
+    return text.str.contains(("^" if head else "") + tokens_regex(body, frozenset()) + ("$" if tail else ""))
+
+
+def _space_free(token: Token, multi_simple: bool) -> bool:
+    return isinstance(token, Var) and (token.pattern == _NO_SPACE or (multi_simple and token.pattern == MULTI_VALUE))
+
+
+def _place(segment: list[Token], k: int, multi_simple: bool) -> tuple[int, str, str, bool] | None:
+    """Where the variable at ``k`` of a checked column is, when spaces fix it; else None.
+
+    (n, before, after, rest): it starts in the n-th space-separated piece (n: the spaces in the literals before it),
+    after the literal text ``before`` of that piece; it is the piece less ``after`` (it has no space and the
+    literal after it has one: ``after`` is that literal up to its space), or with ``rest`` the rest of the column
+    less ``after`` (only literals follow it). That holds when every variable before it has no space and a space
+    separates the last one from it.
+    """
+    spaces, run, after_var = 0, "", False
+    for token in segment[:k]:
+        if isinstance(token, Var):
+            if not _space_free(token, multi_simple):
+                return None
+            run, after_var = "", True
+        else:
+            spaces += token.count(" ")
+            run += token
+    if after_var and " " not in run:
+        return None  # the variable before it is in the same piece
+    before = run[run.rfind(" ") + 1:]
+    follow = segment[k + 1] if k + 1 < len(segment) else ""
+    if isinstance(follow, Var):
+        return None  # two variables with nothing between them
+    last = not any(isinstance(t, Var) for t in segment[k + 1:])
+    if last and spaces == 0:
+        return spaces, before, follow, True  # the column less literals: no split
+    if _space_free(segment[k], multi_simple) and " " in follow:
+        return spaces, before, follow[: follow.index(" ")], False
+    return (spaces, before, follow, True) if last else None
+
+
+class _Columns:
+    """Named intermediate columns (splits, captures) of one way to read the fields.
+
+    Each is computed once per chunk, before the fields that use it: polars does not reliably share repeated
+    subexpressions.
+    """
+
+    def __init__(self, pl: Any) -> None:
+        self.pl = pl
+        self.splits: dict[str, Any] = {}
+
+    def split(self, text: Any, text_name: str, pieces: int) -> Any:
+        name = f"{text_name}_{pieces}"
+        self.splits[name] = text.str.splitn(" ", pieces)
+        return self.pl.col(name)
+
+
+def _excluded(pattern: str) -> str | None:
+    """The characters a ``[^...]*`` variable pattern never matches (None for other patterns)."""
+    found = re.fullmatch(r"\[\^((?:\\.|[^\]\\])*)\]\*", pattern)
+    return re.sub(r"\\(.)", r"\1", found.group(1)) if found else None
+
+
+def _one_pass(segment: list[Token]) -> bool:
+    """True when each variable of the segment ends at a character it cannot hold, or at the column's end.
+
+    The literal after each variable starts with a character the variable excludes: a regex then checks the column
+    and captures its fields in one pass (Rust's one-pass engine), cheaper than a check and a split (measured: nginx
+    and Envoy's default columns). Multi-values (``, `` and `` : `` inside) and lazy patterns are not one-pass.
+    """
+    for index, token in enumerate(segment):
+        if not isinstance(token, Var):
+            continue
+        follow = segment[index + 1] if index + 1 < len(segment) else None
+        if follow is None:
+            continue
+        excluded = _excluded(token.pattern)
+        if isinstance(follow, Var) or excluded is None or not follow or follow[0] not in excluded:
+            return False
+    return True
+
+
+def _capture(columns: _Columns, text: Any, text_name: str, segment: list[Token],
+             roles: list[str]) -> tuple[dict[str, Any], Any]:
+    """The roles' fields captured by the segment's regex (a named column), and the check that it matched."""
+    pl = columns.pl
+    pattern = "^" + tokens_regex(segment, frozenset(roles)) + "$"
+    name = f"{text_name}_re"
+    if len(roles) == 1:
+        columns.splits[name] = text.str.extract(pattern, 1)
+        return {roles[0]: pl.col(name)}, pl.col(name).is_not_null()
+    columns.splits[name] = text.str.extract_groups(pattern)
+    fields = {role: pl.col(name).struct.field(role) for role in roles}
+    return fields, fields[roles[0]].is_not_null()
+
+
+def _cut(columns: _Columns, text: Any, text_name: str, segment: list[Token], roles: list[str],
+         multi_simple: bool) -> tuple[dict[str, Any], list[str]]:
+    """Expressions for the roles' fields in a checked column, and the roles left to a capture group.
+
+    A field whose place spaces fix (:func:`_place`) is a piece of a split on spaces less literal text: no regex.
+    ``multi_simple`` reads nginx multi-values as one value (right on lines without ``", "`` and ``" : "``).
+    """
+    fields: dict[str, Any] = {}
+    left: list[str] = []
+    places: dict[str, tuple[int, str, str, bool]] = {}
+    for role in roles:
+        k = next(i for i, t in enumerate(segment) if isinstance(t, Var) and t.role == role)
+        if len(segment) == 1:
+            fields[role] = text
+            continue
+        place = _place(segment, k, multi_simple)
+        if place is None:
+            left.append(role)
+        else:
+            places[role] = place
+    pieces = max((spaces + 2 for spaces, _, _, rest in places.values() if not rest), default=0)
+    split = columns.split(text, text_name, pieces) if pieces else None
+    for role, (spaces, before, after, rest) in places.items():
+        if rest:  # the rest of the column from the piece on
+            value = text if spaces == 0 else columns.split(text, text_name, spaces + 1).struct.field(
+                f"field_{spaces}")
+        else:
+            assert split is not None
+            value = split.struct.field(f"field_{spaces}")
+        if before:
+            value = value.str.strip_prefix(before)
+        if after:
+            value = value.str.strip_suffix(after)
+        fields[role] = value
+    if left:
+        pattern = "^" + tokens_regex(segment, frozenset(left)) + "$"
+        if len(left) == 1:
+            fields[left[0]] = text.str.extract(pattern, 1)
+        else:
+            groups = text.str.extract_groups(pattern)
+            for role in left:
+                fields[role] = groups.struct.field(role)
+    return fields, left
+
+
+@dataclass
+class _Read:
+    """What one chunk gave."""
+
+    rows: int
+    """Lines the layout read."""
+    tables: dict[str, Any]
+    """Group tables (raw keys and a count ``n``), by query name (:data:`_KEYS`)."""
+    unread: list[int]
+    """Rows (line numbers in the chunk) of the lines the layout does not read, in order."""
+    examples: Any
+    """(status, upstream, flags, rows): the first rows of each failing group."""
 
 
 class _Plan:
-    """The polars expressions for one layout, applied to each chunk."""
+    """The polars expressions for one layout, applied to each chunk.
 
-    def __init__(self, pl: Any, layout: AccessLayout, envelope: str = "") -> None:
+    Every column (segment) is checked with its segment's regular expression as ``str.contains`` (a DFA, no capture
+    groups: captures are the costly part of a regex); fields are cut out by splits on spaces and literal strips
+    where the layout fixes their place (:func:`_place`), so a capture group is left only where spaces do not delimit
+    a field (nginx multi-values such as ``ua=a, b us=502, 200``: on lines with one try the split is used too).
+    What the engines must agree on is decided by :class:`RequestDecoder` (whether an upstream served a request: per
+    distinct value, in Python; timeline keys and router time in expressions that match its own, numbers polars does
+    not read exactly as Python going back to it).
+    """
+
+    def __init__(self, pl: Any, layout: AccessLayout, envelope: str, decoder: RequestDecoder) -> None:
         self.pl = pl
+        self.layout = layout
+        self.decoder = decoder
         segments = layout.segments()
+        segments[-1] = [*segments[-1], LINE_END]  # every line ends with the sentinel (see _with_sentinel)
+        segments = [_merged(segment) for segment in segments]
         n = len(segments)
         self.columns = [f"c{i}" for i in range(n + 1)]
-        # The guard: the last non-empty column present and the extra one absent (a stray quote shifts columns).
-        last = n - 1 if segments[-1] else n - 2
-        ok = pl.col(f"c{max(last, 0)}").is_not_null() & pl.col(f"c{n}").is_null()
-        fields: dict[str, Any] = {}
+        # The line has exactly the layout's quotes: its last column is there (it holds at least the sentinel) and
+        # no column after it.
+        ok = pl.col(f"c{n - 1}").is_not_null() & pl.col(f"c{n}").is_null()
+        fast, exact = _Columns(pl), _Columns(pl)
+        fast_fields: dict[str, Any] = {}
+        exact_fields: dict[str, Any] = {}
+        simple: Any = None
+        texts: dict[str, Any] = {}
         for index, segment in enumerate(segments):
-            roles = [t.role for t in segment if isinstance(t, Var) and t.role and t.role not in fields]
-            head = envelope if index == 0 else ""
-            if not roles:
-                if head:  # the envelope must match even when the first column holds no field
-                    pattern = "^" + head + tokens_regex(segment, frozenset()) + "$"
-                    ok = ok & pl.col("c0").fill_null("").str.contains(pattern)
-                continue
+            roles = [t.role for t in segment if isinstance(t, Var) and t.role and t.role not in fast_fields]
             column = pl.col(f"c{index}")
-            if len(segment) == 1 and not head:
-                fields[roles[0]] = column
+            name = f"c{index}"
+            if index == 0 and envelope:
+                whole = column.fill_null("")
+                texts["t0"] = whole.str.replace(f"^(?:{envelope})", "")
+                name = "t0"
+                ok = ok & (pl.col(name).str.len_bytes() < whole.str.len_bytes())  # it was there (never empty)
+            elif re.fullmatch(tokens_regex(segment), "") and (roles or _check(pl, column, segment) is not None):
+                texts[f"t{index}"] = column.fill_null("")  # an empty column is null
+                name = f"t{index}"
+            text = pl.col(name)
+            if roles and len(segment) > 1 and _one_pass(segment):  # one regex pass: check and capture
+                fields, check = _capture(fast, text, name, segment, roles)
+                _capture(exact, text, name, segment, roles)
+                ok = ok & check
+                fast_fields.update(fields)
+                exact_fields.update(fields)
                 continue
-            pattern = "^" + head + tokens_regex(segment, frozenset(roles)) + "$"
-            if len(roles) == 1:
-                fields[roles[0]] = column.str.extract(pattern, 1)
-            else:
-                groups = column.str.extract_groups(pattern)
-                for role in roles:
-                    fields[role] = groups.struct.field(role)
-            ok = ok & fields[roles[0]].is_not_null()  # the segment matched, as the full-line regex must
-        self.ok = ok
-        self.select = {role: fields.get(role, pl.lit(None, pl.String)) for role in _ROLES}
-        status, flags, addr = pl.col(ROLE_STATUS), pl.col(ROLE_FLAGS), pl.col(ROLE_UPSTREAM)
-        if layout.router == "envoy":
+            check = _check(pl, text, segment)
+            if check is not None:
+                ok = ok & check
+            if not roles:
+                continue
+            cut, captured = _cut(exact, text, name, segment, roles, multi_simple=False)
+            exact_fields.update(cut)
+            multi = bool(captured) and any(isinstance(t, Var) and t.pattern == MULTI_VALUE for t in segment)
+            quick, fewer = _cut(fast, text, name, segment, roles, multi_simple=multi)
+            if len(fewer) < len(captured):  # on lines without nginx's separators a multi-value is one value
+                one = ~text.str.contains(MULTI_SPLIT.pattern)
+                simple = one if simple is None else simple & one
+            fast_fields.update(quick)
+        self.texts = texts
+        self.ok = ok.fill_null(False)
+        self.simple = simple.fill_null(True) if simple is not None else None
+        """Lines the fast columns read (None: all); the exact ones read every line."""
+        none = pl.lit(None, pl.String)
+        self.fast = (fast, {role: fast_fields.get(role, none) for role in _ROLES})
+        self.exact = (exact, {role: exact_fields.get(role, none) for role in _ROLES})
+        exprs = (self.ok, *texts.values(), *fast.splits.values(), *fast_fields.values(), *exact.splits.values(),
+                 *exact_fields.values(), *([self.simple] if self.simple is not None else []))
+        self.needed = sorted({root for expr in exprs for root in expr.meta.root_names() if root in self.columns},
+                             key=lambda name: int(name[1:]))
+        """The scanned columns the plan reads."""
+        status, flags = pl.col(ROLE_STATUS), pl.col(ROLE_FLAGS)
+        if decoder.is_envoy:
             self.may_fail = (flags.is_not_null() & (flags != "-")) | status.is_in(["0", "429"])
-            local = "|".join(sorted(ENVOY_LOCAL_REPLY_FLAGS))
-            self.served = (addr.is_not_null() & (addr != "-")
-                           & ~flags.fill_null("-").str.contains(f"(?:^|,)(?:{local})(?:,|$)"))
         else:
             self.may_fail = status.is_in(list(NGINX_FAILING_STATUSES))
-            if ROLE_UPSTREAM in fields:  # an address tried, not only a group's name (names have no ':')
-                self.served = addr.is_not_null() & (addr != "-") & addr.str.contains(":")
-            elif ROLE_UPSTREAM_TIME in fields:
-                last_time = pl.col(ROLE_UPSTREAM_TIME).str.split(", ").list.last().str.split(" : ").list.last()
-                value = last_time.cast(pl.Float64, strict=False)
-                self.served = value.is_not_null() & (value >= 0) & (value * layout.upstream_scale <= 1e10)
-            else:
-                self.served = pl.lit(False)
-        # Timeline key: the second of failing requests (incidents need it), the minute of the others (so the
-        # number of groups follows the minutes in the file, not its lines).
-        self.tkey = pl.when(self.may_fail).then(self._second_key(layout)).otherwise(self._minute_key(layout))
-        self.overhead = self._overhead(layout, fields)
+        self.served_role = decoder.served_role
+        self._served: dict[str | None, bool] = {}
+        self._agrees: dict[tuple[str, str], bool] = {}
+        self.has_router_time = ROLE_REQUEST_TIME in layout.roles and decoder.has_utime
+        # group keys of the upstream query: the roles the layout has (the others are null, added after grouping)
+        self.upstream_keys = [key for key in _UPSTREAM_KEYS if key not in _ROLES or key in layout.roles]
         self.example_keys: set[tuple[tuple[str, ...], str]] = set()
 
-    def _second_key(self, layout: AccessLayout) -> Any:
-        """The time field cut to the second (UTC ISO times lose their fraction)."""
-        pl = self.pl
-        text = pl.col(ROLE_TIME)
-        if layout.time_kind == TIME_ISO:
-            return pl.when(text.str.ends_with("Z")).then(text.str.slice(0, 19) + pl.lit("Z")).otherwise(text)
-        return text
-
-    def _minute_key(self, layout: AccessLayout) -> Any:
-        """The time field with its seconds set to 00, in the same format (parse_time reads both)."""
-        pl = self.pl
-        text = pl.col(ROLE_TIME)
-        if layout.time_kind == TIME_LOCAL:  # 29/Nov/2026:10:00:SS +0000
-            return pl.concat_str([text.str.slice(0, 18), pl.lit("00"), text.str.slice(20)])
-        if layout.time_kind == TIME_ISO:  # 2026-11-29T10:00:SS[.fff](Z|+hh:mm)
-            tail = pl.when(text.str.ends_with("Z")).then(pl.lit("Z")).otherwise(text.str.slice(19))
-            return pl.concat_str([text.str.slice(0, 17), pl.lit("00"), tail])
-        if layout.time_kind == TIME_EPOCH:
-            return ((text.cast(pl.Float64, strict=False) // 60) * 60).cast(pl.Int64, strict=False).cast(pl.String)
-        return text
-
-    def _overhead(self, layout: AccessLayout, fields: dict[str, Any]) -> Any:
-        """Request ms minus upstream ms for single-attempt requests, as RequestDecoder.overhead_ms computes it."""
-        pl = self.pl
-
-        def ms(role: str, scale: float) -> Any:
-            value = pl.col(role).cast(pl.Float64, strict=False)
-            exact = (value * scale).round(0, mode="half_to_even").cast(pl.Int64, strict=False)
-            return pl.when((value >= 0) & (exact <= 10**10)).then(exact).otherwise(None)
-
-        if ROLE_REQUEST_TIME not in fields or ROLE_UPSTREAM_TIME not in fields:
-            return pl.lit(None, pl.Int64)
-
-        def single(role: str) -> Any:  # no ", " or " : " (nginx's separators between tries)
-            return ~pl.col(role).str.contains(", | : ")
-
-        addr = pl.col(ROLE_UPSTREAM)
-        one = addr.is_not_null() & (addr != "-") if ROLE_UPSTREAM in fields else pl.lit(True)
-        if layout.router == "nginx":
-            one = one & single(ROLE_UPSTREAM_TIME)
-            if ROLE_UPSTREAM in fields:
-                one = one & single(ROLE_UPSTREAM)
-            if ROLE_UPSTREAM_STATUS in fields:
-                one = one & single(ROLE_UPSTREAM_STATUS)
-        difference = ms(ROLE_REQUEST_TIME, layout.request_scale) - ms(ROLE_UPSTREAM_TIME, layout.upstream_scale)
-        return pl.when(one).then(difference.clip(lower_bound=0)).otherwise(None)
-
-    def scan(self, chunk: bytes) -> Any:
+    def scan(self, chunk: bytes, skip_first: bool = False, utf8: bool = False) -> Any:
         """The chunk split on ``"`` into string columns (one extra column for the guard), with the line index."""
         return self.pl.scan_csv(
             chunk,
+            skip_rows=int(skip_first),
+            row_index_offset=int(skip_first),
+            encoding="utf8" if utf8 else "utf8-lossy",
             separator='"',
             quote_char=None,
             has_header=False,
             schema=dict.fromkeys(self.columns, self.pl.String),
             truncate_ragged_lines=True,
-            encoding="utf8-lossy",
             missing_columns="insert",
             extra_columns="ignore",
             raise_if_empty=False,
             row_index_name="row",
         )
 
-    def frames(self, chunk: bytes) -> list[Any]:
-        """Request, upstream, router-time, timeline, totals, unread lines and example rows of one chunk.
+    def fields(self, chunk: _Chunk) -> Any:
+        """The chunk's ``row``, ``ok`` (the layout reads the line) and raw role fields, as one frame.
 
-        The chunk is scanned and its fields extracted once (one materialised frame); the group-bys then run on it.
-        Examples are row numbers (the first few per failing status, upstream and flags): the lines themselves are
-        cut from the chunk only for kinds not seen before.
+        A cut last line is left out. The frame is in file order unless :attr:`simple` split the lines in two parts.
         """
         pl = self.pl
-        fail_addr = pl.when(self.may_fail).then(pl.col(ROLE_UPSTREAM)).otherwise(None)
-        fail_request = pl.when(self.may_fail).then(pl.col(ROLE_REQUEST_TIME)).otherwise(None)
-        base = self.scan(chunk).select("row", ok=self.ok, **self.select).with_columns(
-            tkey=self.tkey, served=self.served, overhead_ms=self.overhead, fail_addr=fail_addr,
-            fail_request=fail_request).collect()
-        parsed = base.filter(pl.col("ok")).lazy()
-        queries = [
-            parsed.group_by(*_REQUEST_KEYS).agg(n=pl.len()),
-            parsed.group_by(*_UPSTREAM_KEYS).agg(n=pl.len()),
-            parsed.select("overhead_ms").drop_nulls().group_by(*_OVERHEAD_KEYS).agg(n=pl.len()),
-            parsed.group_by(*_TIMELINE_KEYS).agg(n=pl.len()),
-            base.lazy().select(rows=pl.len()),
-            base.lazy().filter(~pl.col("ok")).select("row"),
-            parsed.filter(self.may_fail).group_by(ROLE_STATUS, ROLE_UPSTREAM, ROLE_FLAGS, maintain_order=True)
-            .agg(rows=pl.col("row").head(MAX_EXAMPLES)),
-        ]
-        return list(pl.collect_all(queries))
+        lines = self.scan(chunk.data, chunk.skip_first, chunk.utf8).select("row", *self.needed)
+        if self.texts:
+            lines = lines.with_columns(**self.texts)
+        frame = lines.collect()
+        if chunk.cut_last:
+            frame = frame.head(frame.height - 1)
 
-    def take_examples(self, chunk: bytes, found: Any, decoder: RequestDecoder, stats: LogStats) -> None:
+        def fields(frame: Any, plan: tuple[_Columns, dict[str, Any]]) -> Any:
+            columns, roles = plan
+            if columns.splits:
+                frame = frame.with_columns(**columns.splits)
+            return frame.select("row", ok=self.ok, **roles)
+
+        if self.simple is None:
+            return fields(frame.lazy(), self.fast).collect()
+        # most lines have one upstream try (their multi-values are single values): cut them by spaces
+        simple = frame.select(self.simple).to_series()
+        return pl.concat([fields(frame.filter(simple).lazy(), self.fast),
+                          fields(frame.filter(~simple).lazy(), self.exact)]).collect()
+
+    def read(self, chunk: _Chunk) -> _Read:
+        """One chunk's group tables, unread rows and example rows."""
+        pl = self.pl
+        base = self.fields(chunk)
+        if chunk.python_rows:
+            base = base.with_columns(ok=pl.col("ok") & ~pl.col("row").is_in(chunk.python_rows))
+        ordered = self.simple is None
+        if base.get_column("ok").all():  # most chunks: no line to set aside (no copy)
+            good, unread = base, []
+        else:
+            good = base.filter(pl.col("ok"))
+            rows = base.filter(~pl.col("ok")).get_column("row")
+            unread = (rows if ordered else rows.sort()).to_list()
+        fail = pl.col("_fail")
+        parsed = good.lazy().with_columns(served=self._served_expr(good), _fail=self.may_fail).with_columns(
+            fail_addr=pl.when(fail).then(pl.col(ROLE_UPSTREAM)),
+            fail_request=pl.when(fail).then(pl.col(ROLE_REQUEST_TIME)))
+        for stage in self._router_stages():
+            parsed = parsed.with_columns(**stage)
+        parsed = parsed.collect().lazy()  # once, for every query below
+        failing = parsed.filter(fail)
+        queries = {
+            "requests": parsed.group_by(*_REQUEST_KEYS).agg(n=pl.len()),
+            "upstreams": parsed.group_by(*self.upstream_keys).agg(n=pl.len()),
+            "overhead": self._overhead_groups(parsed),
+            "timeline": self._timeline(parsed),
+            "examples": (failing if ordered else failing.sort("row")).group_by(
+                ROLE_STATUS, ROLE_UPSTREAM, ROLE_FLAGS, maintain_order=True).agg(rows=pl.col("row").head(MAX_EXAMPLES)),
+        }
+        frames = dict(zip(queries, pl.collect_all(list(queries.values())), strict=True))
+        examples = frames.pop("examples")
+        upstreams = frames["upstreams"]
+        frames["upstreams"] = upstreams.with_columns(
+            **{key: pl.lit(None, pl.String) for key in _UPSTREAM_KEYS if key not in upstreams.columns}
+        ).select(*_UPSTREAM_KEYS, "n")
+        frames["odd_overhead"] = self._odd_overhead(parsed, frames)
+        return _Read(good.height, frames, unread, examples)
+
+    def _served_expr(self, good: Any) -> Any:
+        """Whether an upstream served each request, decided by :meth:`RequestDecoder.served_by` per distinct value."""
+        pl = self.pl
+        role = self.served_role
+        if role is None:
+            return pl.lit(False)
+        values = good.get_column(role).unique().to_list()
+        served = self._served
+        if len(served) > SERVED_CACHE:
+            served.clear()
+        for value in values:
+            if value not in served:
+                served[value] = self.decoder.served_by(value)
+        keys = [v for v in values if v is not None]
+        expr = pl.col(role).replace_strict(keys, [served[v] for v in keys], default=False,
+                                           return_dtype=pl.Boolean) if keys else pl.lit(False)
+        expr = expr.fill_null(served.get(None, False)) if None in values else expr
+        if self.decoder.is_envoy:
+            addr = pl.col(ROLE_UPSTREAM)
+            expr = addr.is_not_null() & (addr != "-") & expr
+        return expr
+
+    def _router_stages(self) -> list[dict[str, Any]]:
+        """Columns for router time, in stages (each column computed once), ending with ``overhead_ms``.
+
+        That is request ms less upstream ms of single-attempt requests, as :meth:`RequestDecoder.overhead_ms`
+        computes it, from numbers polars reads as Python does (:meth:`_odd_overhead` sees to the others).
+        """
+        pl = self.pl
+        decoder = self.decoder
+        if not self.has_router_time:
+            return [{"overhead_ms": pl.lit(None, pl.Int64)}]
+        addr = pl.col(ROLE_UPSTREAM)
+        one = addr.is_not_null() & (addr != "-") if decoder.has_upstream else pl.lit(True)
+        if not decoder.is_envoy:  # nginx: one try (no separators in the multi-value fields)
+            for role in (ROLE_UPSTREAM_TIME, ROLE_UPSTREAM, ROLE_UPSTREAM_STATUS):
+                if role in self.layout.roles:
+                    one = one & ~pl.col(role).str.contains(MULTI_SPLIT.pattern).fill_null(False)
+        scaled = {"_r": pl.col(ROLE_REQUEST_TIME).cast(pl.Float64, strict=False) * self.layout.request_scale,
+                  "_u": pl.col(ROLE_UPSTREAM_TIME).cast(pl.Float64, strict=False) * self.layout.upstream_scale,
+                  "_one": one}
+        rounded = {"_rr": pl.col("_r").round(0, mode="half_to_even"),
+                   "_ur": pl.col("_u").round(0, mode="half_to_even")}
+        known = (pl.col("_one") & (pl.col("_r") >= 0) & (pl.col("_u") >= 0) & (pl.col("_rr") <= MAX_MS)
+                 & (pl.col("_ur") <= MAX_MS))
+        overhead = pl.when(known).then((pl.col("_rr") - pl.col("_ur")).clip(lower_bound=0).cast(pl.Int64))
+        return [scaled, rounded, {"overhead_ms": overhead}]
+
+    def _overhead_groups(self, parsed: Any, odd: tuple[list[str], list[str]] = ([], [])) -> Any:
+        """Router-time groups, without the lines that have one of the ``odd`` (request, upstream) times."""
+        pl = self.pl
+        keep = pl.col("overhead_ms").is_not_null()
+        if odd[0]:
+            keep = keep & ~pl.col(ROLE_REQUEST_TIME).is_in(odd[0])
+        if odd[1]:
+            keep = keep & ~pl.col(ROLE_UPSTREAM_TIME).is_in(odd[1])
+        return parsed.filter(keep).group_by(*_OVERHEAD_KEYS).agg(n=pl.len())
+
+    def _odd_overhead(self, parsed: Any, frames: dict[str, Any]) -> Any:
+        """Groups of the lines with a time that polars reads otherwise than :func:`to_ms`, decoded in Python.
+
+        Say ``" 0.5"`` or ``1e0001``: the chunk's router-time groups are then redone without those lines. Each
+        distinct value is checked once, from the chunk's group tables; usually there is none.
+        """
+        pl = self.pl
+        empty = pl.DataFrame(schema={**dict.fromkeys(_ODD_OVERHEAD_KEYS, pl.String), "n": pl.UInt32})
+        if not self.has_router_time:
+            return empty
+        odd: tuple[list[str], list[str]] = ([], [])
+        for found, (role, column, scale) in zip(odd, (
+                ("request", ROLE_REQUEST_TIME, self.layout.request_scale),
+                ("upstream", ROLE_UPSTREAM_TIME, self.layout.upstream_scale)), strict=True):
+            values = [v for v in frames["requests" if role == "request" else "upstreams"].get_column(column).unique()
+                      .to_list() if v is not None]
+            found += self._times_read_otherwise(role, values, scale)
+        if not odd[0] and not odd[1]:
+            return empty
+        frames["overhead"] = self._overhead_groups(parsed, odd).collect()
+        lines = parsed.filter(pl.col(ROLE_REQUEST_TIME).is_in(odd[0]) | pl.col(ROLE_UPSTREAM_TIME).is_in(odd[1]))
+        return lines.with_columns(
+            **{key: pl.lit(None, pl.String) for key in _ODD_OVERHEAD_KEYS if key not in self.layout.roles}
+        ).group_by(*_ODD_OVERHEAD_KEYS).agg(n=pl.len()).collect()
+
+    def _times_read_otherwise(self, role: str, values: list[str], scale: float) -> list[str]:
+        """The values (times of ``role``) whose ms polars reads otherwise than :func:`to_ms`."""
+        known = self._agrees
+        new = [v for v in values if (role, v) not in known]
+        if new:
+            if len(known) > SERVED_CACHE:
+                known.clear()
+            floats = self.pl.Series(new, dtype=self.pl.String).cast(self.pl.Float64, strict=False).to_list()
+            for value, number in zip(new, floats, strict=True):
+                polars_ms: int | None = None
+                if number is not None and math.isfinite(number) and number * scale >= 0:
+                    rounded = round(number * scale)
+                    polars_ms = rounded if rounded <= MAX_MS else None
+                python_ms = to_ms(value, scale)
+                known[(role, value)] = polars_ms == (None if python_ms == UNKNOWN else python_ms)
+        return [v for v in values if not known[(role, v)]]
+
+    def _timeline(self, parsed: Any) -> Any:
+        """Timeline groups, by the raw time first (the lines of a second together), then by key.
+
+        The key is the second of failing requests (incidents need it) and the minute of the others (so the groups
+        follow the minutes, not the lines), as :meth:`RequestDecoder.second_key` and ``minute_key`` make them.
+        """
+        pl = self.pl
+        kind = self.layout.time_kind
+        time = pl.col(ROLE_TIME)
+        keys = (ROLE_STATUS, "fail_addr", ROLE_FLAGS)
+        if kind == TIME_ISO:  # 2026-11-29T10:00:SS[.fff](Z|+hh:mm): the fraction of UTC times goes
+            z = time.str.ends_with("Z")
+            first = parsed.group_by(*keys, t19=time.str.head(19), z=z, other=pl.when(~z).then(time))
+            t19, z, other = pl.col("t19"), pl.col("z"), pl.col("other")
+            second = pl.when(z).then(t19 + pl.lit("Z")).otherwise(other)
+            minute = pl.when(z).then(t19.str.head(17) + pl.lit("00Z")).otherwise(
+                pl.concat_str([other.str.head(17), pl.lit("00"), other.str.slice(19)]))
+        else:
+            first = parsed.group_by(time, *keys)
+            second = time
+            if kind == TIME_LOCAL:  # 29/Nov/2026:10:00:SS +0000
+                minute = pl.concat_str([time.str.head(18), pl.lit("00"), time.str.slice(20)])
+            elif kind == TIME_EPOCH:
+                minute = self._epoch_minute(time)
+            else:
+                minute = time
+        grouped = first.agg(n=pl.len())
+        return grouped.with_columns(tkey=pl.when(self.may_fail).then(second).otherwise(minute)).group_by(
+            *_TIMELINE_KEYS).agg(pl.col("n").sum())
+
+    def _epoch_minute(self, time: Any) -> Any:
+        """An epoch time's minute (seconds or milliseconds, as ``parse_time`` reads them).
+
+        A number polars may read otherwise than Python keeps its raw text: Python reads it (the same minute).
+        """
+        pl = self.pl
+        value = time.cast(pl.Float64, strict=False)
+        plain = value.is_not_null() & (time.str.len_bytes() <= _MAX_PLAIN_NUMBER) & ~time.str.contains("[eE]")
+        known = plain & (value >= 0) & (value <= float(MAX_EPOCH) * 1000)
+        second = pl.when(value > MAX_EPOCH).then(value / 1000).otherwise(value).floor()
+        minute = ((second // 60) * 60).cast(pl.Int64).cast(pl.String)
+        return pl.when(known).then(minute).when(plain).then(pl.lit(None, pl.String)).otherwise(time)
+
+    def take_examples(self, chunk: bytes, found: Any, stats: LogStats) -> None:
         """Keep example lines of (kind, upstream) groups not seen before, cut from the chunk by row number."""
+        decoder = self.decoder
         lines: list[bytes] | None = None
         for status, addr, flags, rows in found.iter_rows():
             key = decoder.signatures(to_int(status), addr, flags)
@@ -348,9 +803,9 @@ class _Plan:
             self.example_keys.add(key)
             if lines is None:
                 lines = chunk.split(b"\n")
-            for row in rows:
+            for row in sorted(rows):
                 if 0 <= row < len(lines):
-                    line = lines[row].rstrip(b"\r").decode("utf-8", errors="replace")
+                    line = _raw_line(lines[row]).removesuffix(b"\r").decode("utf-8", errors="replace")
                     decoder.add_example(stats, status, addr, flags, line)
 
 
@@ -376,6 +831,10 @@ def _merge(decoder: RequestDecoder, tables: dict[str, Any], stats: LogStats) -> 
             decoder.add_durations(stats, status, addr, flags, fail_request, n)
     for overhead_ms, n in _rows(tables["overhead"]):
         stats.overhead_hist[overhead_ms] += n
+    for request, addr, ustatus, utime, n in _rows(tables["odd_overhead"]):
+        overhead = decoder.overhead_ms(request, addr, ustatus, utime)
+        if overhead is not None:
+            stats.overhead_hist[overhead] += n
     for tkey, status, fail_addr, flags, n in _rows(tables["timeline"]):
         decoder.add_outcome(stats, tkey, status, fail_addr, flags, n)
     return parsed

@@ -118,9 +118,32 @@ _ENVOY_ROLES: dict[str, tuple[str, str | float]] = {
 }
 _ENVOY_SPACEY = {"REQ(USER-AGENT)", "REQ(REFERER)"}
 
-MULTI_VALUE = r'[^ ",]*(?:(?:, | : )[^ ",]*)*'
-"""An nginx multi-value field: values joined by ``, `` (next upstream) or `` : `` (internal redirect)."""
-MULTI_SPLIT = re.compile(r", | : ")
+MULTI_SEPARATORS = (", ", " : ")
+"""What joins the values of an nginx multi-value field: ``, `` (next upstream) and `` : `` (internal redirect)."""
+MULTI_SPLIT = re.compile("|".join(MULTI_SEPARATORS))
+"""The separators as a pattern (the polars engine searches the same one)."""
+MULTI_VALUE = rf'[^ ",]*(?:(?:{MULTI_SPLIT.pattern})[^ ",]*)*'
+"""An nginx multi-value field in a format's regular expression."""
+_NEXT_TRY, _REDIRECT = MULTI_SEPARATORS
+
+
+def split_tries(value: str) -> list[str]:
+    """The values of an nginx multi-value field (``$upstream_addr``, ``$upstream_status``...), one per try, in order.
+
+    ``"a, b : c"`` -> ``["a", "b", "c"]`` (``, `` between upstream tries, `` : `` between internal redirects); a
+    single value -> ``[value]``. The one reading of these fields: the logs engines and ``route`` use it.
+    """
+    return MULTI_SPLIT.split(value)
+
+
+def last_try(value: str) -> str:
+    """The last value of an nginx multi-value field (the try that gave the response)."""
+    return split_tries(value)[-1]
+
+
+def is_multi(value: str) -> bool:
+    """True for an nginx multi-value field with several tries."""
+    return _NEXT_TRY in value or _REDIRECT in value
 
 
 @dataclass(frozen=True)
@@ -326,30 +349,39 @@ _STRFTIME: dict[str, str] = {
 """strftime directives a START_TIME format may use, and what each matches."""
 
 
+def _strftime_pieces(fmt: str, strict: bool = True) -> list[tuple[str, str]]:
+    """(directive, regex) for each piece of a strftime format, in order: ``""`` and the escaped text for a literal.
+
+    ``%3f`` (any digit) is the directive ``f``. Raises FormatError on a directive not in :data:`_STRFTIME` when
+    ``strict``; otherwise it matches any one character.
+    """
+    pieces: list[tuple[str, str]] = []
+    index = 0
+    while index < len(fmt):
+        char = fmt[index]
+        if char != "%" or index + 1 >= len(fmt):
+            pieces.append(("", re.escape(char)))
+            index += 1
+            continue
+        directive = fmt[index + 1]
+        if directive.isdigit() and index + 2 < len(fmt) and fmt[index + 2] == "f":  # %3f, %6f, %9f
+            pieces.append(("f", _STRFTIME["f"]))
+            index += 3
+            continue
+        if directive not in _STRFTIME and strict:
+            raise FormatError(f"START_TIME format {fmt!r}: %{directive} is not a directive infradoctor reads")
+        pieces.append((directive, _STRFTIME.get(directive, ".")))
+        index += 2
+    return pieces
+
+
 def strftime_regex(fmt: str) -> str:
     """A regular expression (no groups) for times written in the strftime format ``fmt``.
 
     Raises:
         FormatError: a directive that is not in :data:`_STRFTIME`.
     """
-    parts: list[str] = []
-    index = 0
-    while index < len(fmt):
-        char = fmt[index]
-        if char != "%" or index + 1 >= len(fmt):
-            parts.append(re.escape(char))
-            index += 1
-            continue
-        directive = fmt[index + 1]
-        if directive.isdigit() and index + 2 < len(fmt) and fmt[index + 2] == "f":  # %3f, %6f, %9f
-            parts.append(r"\d{1,9}")
-            index += 3
-            continue
-        if directive not in _STRFTIME:
-            raise FormatError(f"START_TIME format {fmt!r}: %{directive} is not a directive infradoctor reads")
-        parts.append(_STRFTIME[directive])
-        index += 2
-    return "".join(parts)
+    return "".join(pattern for _, pattern in _strftime_pieces(fmt))
 
 
 def strftime_kind(fmt: str) -> str:
@@ -357,34 +389,30 @@ def strftime_kind(fmt: str) -> str:
     return "strftime:" + fmt
 
 
+_COMPOUND = {"T": (("H", r"\d\d"), ":", ("M", r"\d\d"), ":", ("S", r"\d\d")),
+             "F": (("Y", r"\d{4}"), "-", ("m", r"\d\d"), "-", ("d", r"\d\d"))}
+"""Directives that stand for several: their parts, named."""
+
+
 @lru_cache(maxsize=64)
 def _strftime_parser(fmt: str) -> re.Pattern[str]:
+    """:func:`strftime_regex` with each field a named group (its directive's letter; the first of each)."""
     parts: list[str] = []
-    index = 0
     seen: set[str] = set()
-    while index < len(fmt):
-        char = fmt[index]
-        if char != "%" or index + 1 >= len(fmt):
-            parts.append(re.escape(char))
-            index += 1
-            continue
-        directive = fmt[index + 1]
-        if directive.isdigit() and index + 2 < len(fmt) and fmt[index + 2] == "f":
-            directive, width = "f", 3
-        else:
-            width = 2
-        name = {"T": None, "F": None}.get(directive, directive)
-        pattern = _STRFTIME.get(directive, ".")
-        if directive == "T":
-            parts.append(r"(?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d)")
-        elif directive == "F":
-            parts.append(r"(?P<Y>\d{4})-(?P<m>\d\d)-(?P<d>\d\d)")
-        elif name and name.isalpha() and name not in seen:
-            seen.add(name)
-            parts.append(f"(?P<{name}>{pattern})")
+
+    def field(name: str, pattern: str) -> str:
+        if name in seen:
+            return pattern
+        seen.add(name)
+        return f"(?P<{name}>{pattern})"
+
+    for directive, pattern in _strftime_pieces(fmt, strict=False):
+        if directive in _COMPOUND:
+            parts += [part if isinstance(part, str) else field(*part) for part in _COMPOUND[directive]]
+        elif directive.isalpha():
+            parts.append(field(directive, pattern))
         else:
             parts.append(pattern)
-        index += width if directive == "f" and width == 3 else 2
     return re.compile("".join(parts))
 
 

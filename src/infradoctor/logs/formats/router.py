@@ -231,6 +231,8 @@ class LineRouter:
         self.handlers: list[tuple[str, LineHandler, str]] = [
             (f.name, f.handler(stats, self.context), f.needs) for f in self.formats if f.structured]
         self.text = TextFormat(choice.year).handler(stats, self.context)
+        self.primary_first = formats is None and choice.primary.structured
+        """The primary format is tried first on every line, then the one that read the line before, then the rest."""
         self.last = 0
         self.parsed = self.mismatched = 0
 
@@ -254,13 +256,21 @@ class LineRouter:
             self.stats.note("line_cut")
         if not cut and self.handlers:
             last = self.last
+            if self.primary_first and last:  # the file's format reads a line before any other (as polars does)
+                name, handle, needs = self.handlers[0]
+                if (not needs or needs in payload) and handle(payload, context):
+                    self.last = 0
+                    self.parsed += 1
+                    self.report.formats[name] += 1
+                    return
             name, handle, _ = self.handlers[last]
             if handle(payload, context):  # the format of the line before: most lines
                 self.parsed += 1
                 self.report.formats[name] += 1
                 return
             for index, (name, handle, needs) in enumerate(self.handlers):
-                if index != last and (not needs or needs in payload) and handle(payload, context):
+                if index != last and not (index == 0 and self.primary_first) and (not needs or needs in payload) \
+                        and handle(payload, context):
                     self.last = index
                     self.parsed += 1
                     self.report.formats[name] += 1
@@ -303,7 +313,11 @@ def parse_source(source: LogSource, choice: FileChoice, stats: LogStats, options
             from infradoctor.logs.formats.access_polars import parse_access_polars
 
             router = LineRouter(choice, stats, source.name, report)
-            if parse_access_polars(source, primary.layout, stats, prefix or "", router.feed, report.formats):
+            read: Counter[str] = Counter()
+            if parse_access_polars(source, primary.layout, stats, prefix or "", router.feed, read):
+                report.formats.update(read)
+                for kind in choice.envelope or ():  # every line polars read had the file's envelope
+                    router.envelopes.counts[kind] += read.total()
                 router.close()
                 report.engine = "polars"
                 stats.engines["polars"] += 1
