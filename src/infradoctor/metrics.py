@@ -34,6 +34,15 @@ from typing import Any, TypeVar, Union
 
 M = TypeVar("M", bound="Metrics")
 
+JSON_KEY = "json_key"
+"""Field metadata: the field's key in the JSON form where that key cannot be a Python name (``class``), e.g.
+``cls: str = field(metadata={JSON_KEY: "class"})``."""
+
+
+def _key(f: dataclasses.Field[Any]) -> str:
+    """A field's key in the JSON form."""
+    return str(f.metadata.get(JSON_KEY, f.name))
+
 
 class MetricsError(ValueError):
     """Stored metrics do not have the documented shape (the message says where)."""
@@ -62,7 +71,7 @@ def _is_record(tp: Any) -> bool:
 
 def _encode(value: Any) -> Any:
     if isinstance(value, Metrics) or (dataclasses.is_dataclass(value) and not isinstance(value, type)):
-        return {f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(typing.cast(Any, value))}
+        return {_key(f): _encode(getattr(value, f.name)) for f in dataclasses.fields(typing.cast(Any, value))}
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, float):
@@ -100,13 +109,14 @@ def _decode(tp: Any, value: Any, where: str) -> Any:  # noqa: C901 - one branch 
         hints = _hints(tp)
         kwargs: dict[str, Any] = {}
         for f in dataclasses.fields(tp):  # type: ignore[arg-type]
-            if f.name in value:
-                kwargs[f.name] = _decode(hints[f.name], value[f.name], f"{where}.{f.name}")
+            key = _key(f)
+            if key in value:
+                kwargs[f.name] = _decode(hints[f.name], value[key], f"{where}.{key}")
             elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 if _is_optional(hints[f.name]):
                     kwargs[f.name] = None
                 else:
-                    raise MetricsError(f"{where}: missing {f.name!r}")
+                    raise MetricsError(f"{where}: missing {key!r}")
         return tp(**kwargs)
     if origin in (Union, types.UnionType):
         args = typing.get_args(tp)
@@ -180,8 +190,8 @@ def json_schema(tp: Any, defs: dict[str, Any] | None = None) -> dict[str, Any]: 
             doc = (tp.__doc__ or "").strip().split("\n")[0]
             if doc and not doc.startswith(tp.__name__ + "("):
                 schema["description"] = doc
-            schema["properties"] = {f.name: json_schema(hints[f.name], defs) for f in fields}
-            required = [f.name for f in fields
+            schema["properties"] = {_key(f): json_schema(hints[f.name], defs) for f in fields}
+            required = [_key(f) for f in fields
                         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
                         and not _is_optional(hints[f.name])]
             if required:
@@ -225,6 +235,7 @@ METRICS_CLASSES: Mapping[str, str] = {
     "logs": "infradoctor.logs.metrics:LogsMetrics",
     "route": "infradoctor.route.metrics:RouteMetrics",
     "load": "infradoctor.load.metrics:LoadMetrics",
+    "profile": "infradoctor.profile.metrics:ProfileMetrics",
     "scan": "infradoctor.scan.metrics:ScanMetrics",
 }
 """Each command's typed metrics class, as ``module:Class`` (imported on use; see :func:`metrics_class`)."""

@@ -40,7 +40,7 @@ def test_analysis_of_steady_steps() -> None:
 
 
 def test_metrics_layout_and_headline() -> None:
-    metrics = build_metrics(analyze(starving()))
+    metrics = build_metrics(analyze(starving())).to_dict()
     for key in ("workload", "headline", "steps", "throughput", "memory", "model", "syncs", "dataloader", "system",
                 "distributions"):
         assert key in metrics
@@ -59,16 +59,16 @@ def test_metrics_layout_and_headline() -> None:
 def test_headline_without_steps_leaves_out_what_is_not_available() -> None:
     server_idle = evidence(steps=(), step_mode=None, modules=(), main_module=None, backward_calls=0,
                            optimizer_steps=0, dataloaders=(), peak_rss_bytes=400_000_000)
-    assert build_metrics(analyze(server_idle))["headline"] == {"steps": 0, "peak_rss_mb": 400.0}
+    assert build_metrics(analyze(server_idle)).to_dict()["headline"] == {"steps": 0, "peak_rss_mb": 400.0}
 
 
 def test_headline_gpu_utilisation_is_a_percent_on_gpu() -> None:
     samples = tuple(SystemSample(t=100.0 + 0.2 * i, cpu_percent=(50.0,), process_cpu_percent=99.0,
                                  rss_bytes=300_000_000, gpu_util_percent=(40.0, 60.0)) for i in range(5))
     metrics = build_metrics(analyze(evidence(cuda=True, system=samples)))
-    assert metrics["headline"]["gpu_util_mean_pct"] == pytest.approx(50.0)
-    assert metrics["system"]["gpu_util_mean_pct"] == pytest.approx(50.0)
-    assert "cuda_peak_mb" not in metrics["headline"]  # no allocator reading: left out, not null
+    assert metrics.headline.gpu_util_mean_pct == pytest.approx(50.0)
+    assert metrics.system.gpu_util_mean_pct == pytest.approx(50.0)
+    assert "cuda_peak_mb" not in metrics.to_dict()["headline"]  # no allocator reading: left out, not null
 
 
 def test_evidence_round_trips_through_json() -> None:
@@ -112,8 +112,8 @@ def test_long_runs_keep_a_bounded_representative_sample_of_steps(tmp_path) -> No
     assert kept[0].index == 0 and kept[-1].index >= 900
     ev = evidence(steps=tuple(kept))
     metrics = build_metrics(analyze(ev))
-    assert metrics["steps"]["count"] == kept[-1].index + 1
-    assert metrics["steps"]["phase_fraction"]["data_wait"] == pytest.approx(0.5)
+    assert metrics.steps.count == kept[-1].index + 1
+    assert metrics.steps.phase_fraction.data_wait == pytest.approx(0.5)
 
 
 def test_a_run_too_short_for_system_samples_still_builds_metrics() -> None:
@@ -122,6 +122,6 @@ def test_a_run_too_short_for_system_samples_still_builds_metrics() -> None:
     ev = evidence(system=(), cpu_count=8, steps=steps(50, data_wait_s=0.008, forward_s=0.001),
                   dataloaders=(loader(wait_s=0.4),))
     metrics = build_metrics(analyze(ev))
-    assert metrics["system"]["cpu_percent_per_core"] == [] and metrics["system"]["cores"] == 8
+    assert metrics.system.cpu_percent_per_core == () and metrics.system.cores == 8
     p001 = next(f for f in run_rules(analyze(ev)) if f.code == "P001")
     assert "num_workers=7 (now 0; this machine has 8 cores)" in p001.fix  # one core stays with the loop

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from infradoctor.profile.metrics import ProfileMetrics
 from infradoctor.profile.rules import RuleOptions
 from infradoctor.profile_load.run import judge_bundle
 
@@ -49,11 +50,14 @@ def judged(name: str) -> tuple[list[tuple[Any, ...]], list[str], dict[str, Any]]
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_recorded_run_gets_the_written_diagnosis(name: str) -> None:
+def test_recorded_run_gets_the_written_diagnosis(name: str, result_validator: Any) -> None:
     rows, notes, result = judged(name)
     wrong = [r for r in rows if r[1] in ("missed", "wrong-line", "too-low", "false")]
     assert not wrong, (name, wrong)
     assert not notes, (name, notes)  # no transform taken for the model, no CPU-blind advice, the model found
+    result_validator(result)  # the typed metrics' schema, plain runs and servers under load alike
+    metrics = result["metrics"]
+    assert json.dumps(ProfileMetrics.from_dict(metrics).to_dict()) == json.dumps(metrics)  # read back exactly
 
 
 def test_the_corpus_summary() -> None:

@@ -3,27 +3,33 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
 from infradoctor.findings import Location, make_finding
+from infradoctor.profile.metrics import ProfileDistributions, ProfileMetrics
+from infradoctor.profile.result import build_result
 from infradoctor.profile_load.run import ServiceLoadOptions, merge_results
 from infradoctor.report import FORMATS, render
-from infradoctor.result import ErrorNote, new_result
+from infradoctor.result import ErrorNote
 from infradoctor.serve.looplag import LoopLagEvidence, LoopStall, StackFrame
 from infradoctor.serve.workers import WorkerLayout, WorkerProcess
+from tests.profile.builders import evidence
 
 SITE = StackFrame("/srv/app/server.py", 21, "predict")
 
 
 def profile_result():  # type: ignore[no-untyped-def]
-    return new_result(
-        "profile", started_at="2026-11-29T10:00:00Z", duration_s=9.0, target={"argv": ["python", "server.py"]},
-        metrics={"headline": {"steps": 120, "peak_rss_mb": 310.0, "p99_ms": 999.0},
-                 "distributions": {"step_time_ms": [1.0, 2.0]}},
-        findings=[make_finding("P006", "model loaded 120 times", {"calls": 120},
-                               location=Location("server.py", 30))],
-        errors=[ErrorNote("profile.workload", "stopped")],
+    """The profiler's side of a server run (a profile result, its headline and findings set by hand)."""
+    result = build_result(evidence(argv=("python", "server.py"), duration_s=9.0), started_at="2026-11-29T10:00:00Z")
+    metrics = ProfileMetrics.from_dict(result.metrics)
+    metrics = replace(metrics, headline=replace(metrics.headline, steps=120, peak_rss_mb=310.0, p99_ms=999.0),
+                      distributions=ProfileDistributions(step_time_ms=(1.0, 2.0)))
+    return result.with_(
+        metrics=metrics.to_dict(),
+        findings=(make_finding("P006", "model loaded 120 times", {"calls": 120}, location=Location("server.py", 30)),),
+        errors=(ErrorNote("profile.workload", "stopped"),),
     )
 
 

@@ -1,4 +1,9 @@
-"""``infradoctor demo``: the whole method on bundled sick workloads, ending in a report."""
+"""``infradoctor demo``: the whole method on bundled sick workloads, ending in a report.
+
+It runs the library, not the command line: each workload through :func:`infradoctor.profile_load.run.run`, each
+run into the store (:class:`~infradoctor.store.RunStore`) with its label and note, the write-up through
+:func:`~infradoctor.report.writeup.build_writeup` and its renderers.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +15,26 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
+from infradoctor.bounded import printable
 from infradoctor.cli.base import Command
-from infradoctor.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_TARGET, MissingExtraError, UsageError
+from infradoctor.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TARGET,
+    EXIT_USAGE,
+    InfradoctorError,
+    MissingExtraError,
+    StoreError,
+    UsageError,
+)
+
+if TYPE_CHECKING:
+    from infradoctor.demo.scenarios import Scenario
+    from infradoctor.profile_load.run import ServiceLoadOptions
+    from infradoctor.result import Result
+    from infradoctor.store import RunStore
 
 
 class DemoCommand(Command):
@@ -55,17 +76,16 @@ class DemoCommand(Command):
                 __import__(module)
             except ImportError:
                 raise MissingExtraError(module, extra, "infradoctor demo") from None
-        from infradoctor.cli import main as cli_main
         from infradoctor.demo.scenarios import SCENARIOS, copy_workloads
-        from infradoctor.procs import free_port
         from infradoctor.result import Result
+        from infradoctor.store import RunStore
 
         out: Path = args.out.resolve()
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UsageError(f"cannot create {out}: {exc}") from exc
-        store = out / ".infradoctor"
+        store = RunStore(out / ".infradoctor")
         workloads = copy_workloads(out)
         logs = out / "logs"
         logs.mkdir(exist_ok=True)
@@ -79,40 +99,22 @@ class DemoCommand(Command):
             results: dict[str, Result] = {}
             for phase, script in (("baseline", scenario.sick), ("after", scenario.fixed)):
                 label = f"{scenario.name}-{phase}"
-                json_path = out / f"{label}.json"
-                argv = ["profile", "--store", str(store), "--label", label, "--quiet", "--json", str(json_path)]
-                argv += ["--note", scenario.fix_note if phase == "after" else scenario.title]
-                workload = [sys.executable, str(workloads / script), *scenario.args]
-                if scenario.service:
-                    port = free_port()
-                    base = f"http://127.0.0.1:{port}"
-                    argv += [
-                        "--load-url", f"{base}/predict",
-                        "--ready-url", f"{base}/health",
-                        "--load-body", str(workloads / "request.json"),
-                        "--concurrency", "1,2,4,8",
-                        "--point-duration", str(args.point_duration),
-                        "--load-timeout", "10",
-                    ]
-                    workload.append(str(port))
-                what = "profiling under load" if scenario.service else "profiling"
-                shown = " ".join([Path(workload[1]).name, *workload[2:]])
-                say(f"  {phase:8} {what}: {shown}")
+                run = _Step(scenario, phase, label, workloads / script, workloads, logs / f"{label}.log")
+                shown = " ".join([script, *run.options.argv[2:]])
+                say(f"  {phase:8} {'profiling under load' if run.service else 'profiling'}: {shown}")
                 t0 = time.monotonic()
-                with _quiet_fds(logs / f"{label}.log"):
-                    code = cli_main([*argv, "--", *workload])
-                if code == EXIT_INTERRUPTED:  # Ctrl-C stops the whole demo, not just the step that was running
+                outcome = run.measure(store, out / f"{label}.json", args.point_duration)
+                if outcome == EXIT_INTERRUPTED:  # Ctrl-C stops the whole demo, not just the step that was running
                     say(f"  {phase:8} interrupted: the demo stops here (the partial run is stored, marked "
                         "interrupted, and never compared as if complete)")
                     return EXIT_INTERRUPTED
-                if not json_path.exists():
-                    say(f"  {phase:8} failed (exit {code}); see {logs / f'{label}.log'}")
+                if not isinstance(outcome, Result):
+                    say(f"  {phase:8} failed (exit {outcome}); see {run.log}")
                     failures += 1
                     break
-                result = Result.from_json(json_path.read_text(encoding="utf-8"))
-                results[phase] = result
-                say(f"  {phase:8} {time.monotonic() - t0:5.1f} s  {_headline(result)}")
-                for finding in result.ranked()[:3] if phase == "baseline" else result.ranked()[:1]:
+                results[phase] = outcome
+                say(f"  {phase:8} {time.monotonic() - t0:5.1f} s  {_headline(outcome)}")
+                for finding in outcome.ranked()[:3] if phase == "baseline" else outcome.ranked()[:1]:
                     where = f" ({_short(str(finding.location))})" if finding.location else ""
                     say(f"           {finding.code} {finding.name}: {finding.title}{where}")
             if len(results) == 2:
@@ -121,21 +123,16 @@ class DemoCommand(Command):
                     say(f"  note: expected {', '.join(missing)} in the baseline and did not find it")
                 self._print_change(say, results["baseline"], results["after"])
         say("\nwriting the report ...")
-        for suffix in ("md", "html"):
-            target = out / f"demo-report.{suffix}"
-            with _quiet_fds(logs / "report.log"):
-                cli_main(["report", "--store", str(store), "--title", "infradoctor demo report", "-o", str(target)])
+        for target in _write_report(store, out):
             say(f"  {target}")
-        say(f"done in {time.monotonic() - started:.0f} s. Runs: infradoctor runs --store {store}")
+        say(f"done in {time.monotonic() - started:.0f} s. Runs: infradoctor runs --store {store.root}")
         return EXIT_TARGET if failures else EXIT_OK
 
     @staticmethod
-    def _print_change(say: Say, before: object, after: object) -> None:
+    def _print_change(say: Say, before: Result, after: Result) -> None:
         from infradoctor.compare.analysis import compare_changes
         from infradoctor.report.writeup import describe_change
-        from infradoctor.result import Result
 
-        assert isinstance(before, Result) and isinstance(after, Result)
         rows = compare_changes(before, after, resamples=200)
         wanted = ("samples_per_s", "throughput_rps", "p99_ms", "latency_ms", "step_time_ms", "data_wait_fraction")
         shown = 0
@@ -166,15 +163,126 @@ def _short(text: str) -> str:
     return text if len(text) <= 70 else "…" + text[-69:]
 
 
-def _headline(result: object) -> str:
+def _headline(result: Result) -> str:
+    from infradoctor.profile.metrics import ProfileMetrics
     from infradoctor.report.sections import format_value
-    from infradoctor.result import Result
 
-    assert isinstance(result, Result)
-    head = result.metrics.get("headline") or {}
+    head = ProfileMetrics.from_dict(result.metrics).to_dict()["headline"]
     keys = [k for k in ("samples_per_s", "throughput_rps", "p99_ms", "data_wait_fraction", "step_time_ms_p50")
             if k in head]
     return ", ".join(f"{k}={format_value(head[k])}" for k in keys[:3]) or json.dumps(head)[:80]
+
+
+class _Step:
+    """One measurement of the demo: a scenario's workload (sick or fixed), profiled, stored and written as JSON."""
+
+    def __init__(self, scenario: Scenario, phase: str, label: str, script: Path, workloads: Path, log: Path) -> None:
+        from infradoctor.procs import free_port
+        from infradoctor.profile.result import ProfileRunOptions
+        from infradoctor.profile.rules import RuleOptions
+
+        self.label = label
+        self.note = scenario.fix_note if phase == "after" else scenario.title
+        self.log = log
+        argv = [sys.executable, str(script), *scenario.args]
+        self.port = free_port() if scenario.service else None
+        if self.port is not None:
+            argv.append(str(self.port))
+        self.workloads = workloads
+        self.service = scenario.service
+        self.options = ProfileRunOptions(argv=tuple(argv), rule_options=RuleOptions(cwd=os.getcwd()))
+
+    def measure(self, store: RunStore, json_path: Path, point_duration_s: float) -> Result | int:
+        """The stored result (also written to ``json_path``), or the exit code the step failed with (130: Ctrl-C).
+
+        The workload's output (and any error) goes to the step's log.
+        """
+        from infradoctor.profile_load.run import run
+
+        try:
+            with _quiet_fds(self.log):
+                try:
+                    result = run(self.options, self._service(point_duration_s))
+                except InfradoctorError as exc:
+                    print(f"infradoctor profile: error: {printable(str(exc))}", file=sys.stderr)
+                    return exc.exit_code
+                start_error = next((e.message for e in result.errors if e.source == "profile.start"), None)
+                if start_error is not None:  # the program never ran: nothing to keep
+                    print(f"infradoctor profile: error: {printable(start_error)}", file=sys.stderr)
+                    return EXIT_TARGET
+                kept = _keep(result.with_(label=self.label, note=self.note), store)
+        except KeyboardInterrupt:
+            return EXIT_INTERRUPTED
+        try:
+            json_path.write_text(kept.to_json() + "\n", encoding="utf-8")
+        except OSError as exc:
+            print(f"infradoctor demo: cannot write {printable(str(json_path))}: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        return EXIT_INTERRUPTED if _interrupted(kept) else kept
+
+    def _service(self, point_duration_s: float) -> ServiceLoadOptions | None:
+        """The load driven at a service scenario (none for a batch or training workload)."""
+        from infradoctor.profile_load.run import ServiceLoadOptions
+
+        if self.port is None:
+            return None
+        base = f"http://127.0.0.1:{self.port}"
+        return ServiceLoadOptions(load_url=f"{base}/predict", ready_url=f"{base}/health",
+                                  bodies=((self.workloads / "request.json").read_bytes(),), concurrency=(1, 2, 4, 8),
+                                  point_duration_s=point_duration_s, timeout_s=10.0)
+
+
+def _keep(result: Result, store: RunStore) -> Result:
+    """The run with the machine it ran on, stored (a store that fails is a note on the result, as for any command)."""
+    from infradoctor.environment import describe_environment
+    from infradoctor.redact import redact
+    from infradoctor.result import ErrorNote, Result
+
+    result = result.with_(environment=result.environment or describe_environment())
+    try:
+        return store.save(result)
+    except StoreError as exc:
+        print(f"infradoctor: warning: run not stored: {printable(str(exc))}", file=sys.stderr)
+        noted = result.with_(errors=(*result.errors, ErrorNote("store", str(exc))))
+        return Result.from_dict(redact(noted.to_dict()))
+
+
+def _interrupted(result: Result) -> bool:
+    """Ctrl-C cut the run short (the workload was interrupted, or the load on a service)."""
+    from infradoctor.profile.metrics import ProfileMetrics
+
+    if any(note.source.endswith(".interrupted") for note in result.errors):
+        return True
+    return ProfileMetrics.from_dict(result.metrics).workload.stop_reason == "interrupted"
+
+
+REPORT_RUNS = 20
+"""Newest stored runs the report covers (as ``infradoctor report`` without arguments)."""
+
+
+def _write_report(store: RunStore, out: Path) -> list[Path]:
+    """The write-up of the stored runs as ``demo-report.md`` and ``demo-report.html``; the files written."""
+    from infradoctor.report.writeup import build_writeup
+    from infradoctor.report.writeup_render import to_html, to_markdown
+
+    results: list[Result] = []
+    skipped: list[str] = []
+    for summary in store.list(limit=REPORT_RUNS):
+        if summary.command == "compare":
+            continue
+        try:
+            results.append(store.load(summary.id))
+        except StoreError as exc:  # one damaged run must not sink the report
+            skipped.append(str(exc))
+    if not results:
+        return []
+    writeup = build_writeup(results, title="infradoctor demo report", skipped=skipped)
+    written = []
+    for suffix, render in (("md", to_markdown), ("html", to_html)):
+        target = out / f"demo-report.{suffix}"
+        target.write_text(render(writeup), encoding="utf-8")
+        written.append(target)
+    return written
 
 
 @contextlib.contextmanager

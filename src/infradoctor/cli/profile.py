@@ -16,6 +16,7 @@ from infradoctor.cli.profile_load import add_load_options, run_with_load
 from infradoctor.errors import TargetError, UsageError
 
 if TYPE_CHECKING:
+    from infradoctor.profile.result import ProfileRunOptions
     from infradoctor.result import Result
 
 
@@ -53,9 +54,8 @@ class ProfileCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         """Profile the workload and report."""
-        from infradoctor.profile.launcher import ProfileOptions
-        from infradoctor.profile.result import profile_run
-        from infradoctor.profile.rules import RuleOptions
+        from infradoctor.profile.metrics import ProfileMetrics
+        from infradoctor.profile.result import run
 
         argv = list(args.workload)
         if argv and argv[0] == "--":
@@ -72,22 +72,40 @@ class ProfileCommand(Command):
             raise UsageError("--steps must be at least 1")
         if args.duration is not None and args.duration <= 0:
             raise UsageError("--duration must be positive")
-        options = ProfileOptions(
-            max_steps=args.steps,
-            duration_s=args.duration,
-            sample_interval_s=max(0.05, args.sample_interval),
-            # with --json - our stdout carries the result: the workload's stdout goes to stderr instead
-            stdout=sys.stderr.fileno() if args.json == "-" else None,
-        )
-        result = profile_run(argv, options, RuleOptions(cwd=os.getcwd()), on_evidence=evidence_saver(args))
+        result = run(run_options(args, argv))
         started = not any(e.source == "profile.start" for e in result.errors)
         if not started:
             raise TargetError(next(e.message for e in result.errors if e.source == "profile.start"))
         code = finish(args, result)
-        stop_reason = result.metrics.get("workload", {}).get("stop_reason")
+        stop_reason = ProfileMetrics.from_dict(result.metrics).workload.stop_reason
         if result.exit_status and stop_reason not in ("steps", "duration"):
             return result.exit_status  # the workload's own failure (or 128+signal) comes first
         return code
+
+
+def run_options(args: argparse.Namespace, argv: list[str]) -> ProfileRunOptions:
+    """The library's options from the arguments (``--load-url`` adds its own)."""
+    from infradoctor.profile.result import ProfileRunOptions
+    from infradoctor.profile.rules import RuleOptions
+
+    return ProfileRunOptions(
+        argv=tuple(argv),
+        max_steps=args.steps,
+        duration_s=args.duration,
+        sample_interval_s=max(0.05, args.sample_interval),
+        rule_options=RuleOptions(cwd=os.getcwd()),
+        on_evidence=evidence_saver(args),
+        # with --json - our stdout carries the result: the workload's stdout goes to stderr instead
+        stdout=_stderr_fd() if args.json == "-" else None,
+    )
+
+
+def _stderr_fd() -> int:
+    """Our stderr's file descriptor (2 when sys.stderr is not a file, e.g. captured in-process)."""
+    try:
+        return sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return 2
 
 
 def evidence_saver(args: argparse.Namespace) -> Callable[[dict[str, Any]], None] | None:

@@ -7,16 +7,12 @@ starts the server under the profiler, drives a load sweep at URL, stops the serv
 from __future__ import annotations
 
 import argparse
-import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from infradoctor.cli.base import finish_interruptible, parse_headers, parse_levels, positive_seconds
 from infradoctor.errors import EXIT_INTERRUPTED, EXIT_TARGET, UsageError
-
-if TYPE_CHECKING:
-    pass
 
 
 def add_load_options(parser: argparse.ArgumentParser) -> None:
@@ -49,10 +45,9 @@ def add_load_options(parser: argparse.ArgumentParser) -> None:
 
 
 def run_with_load(args: argparse.Namespace, argv: list[str]) -> int:
-    """``profile --load-url``: run, load, stop, merge, finish."""
-    from infradoctor.profile.launcher import ProfileOptions
-    from infradoctor.profile.rules import RuleOptions
-    from infradoctor.profile_load.run import ServiceLoadOptions, profile_service, service_failed
+    """``profile --load-url``: run, load, stop, merge, finish (with a progress line on stderr meanwhile)."""
+    from infradoctor.cli.profile import run_options
+    from infradoctor.profile_load.run import ServiceLoadOptions, run, service_failed
 
     if args.steps is not None or args.duration is not None:
         raise UsageError("--steps and --duration do not apply with --load-url (the sweep decides how long it runs)")
@@ -66,7 +61,8 @@ def run_with_load(args: argparse.Namespace, argv: list[str]) -> int:
             bodies = (args.load_body.read_bytes(),)
         except OSError as exc:
             raise UsageError(f"cannot read --load-body: {exc}") from None
-    options = ServiceLoadOptions(
+    progress = progress_line(enabled=not args.quiet)
+    service = ServiceLoadOptions(
         load_url=args.load_url,
         ready_url=args.ready_url,
         ready_timeout_s=args.ready_timeout,
@@ -77,12 +73,13 @@ def run_with_load(args: argparse.Namespace, argv: list[str]) -> int:
         point_duration_s=args.point_duration if args.point_requests is None else None,
         point_requests=args.point_requests,
         timeout_s=args.load_timeout,
+        progress=progress,
     )
-    profile_options = ProfileOptions(sample_interval_s=max(0.05, args.sample_interval))
-    from infradoctor.cli.profile import evidence_saver
-
-    result = profile_service(argv, options, profile_options, RuleOptions(cwd=os.getcwd()),
-                             on_evidence=evidence_saver(args))
+    try:
+        result = run(run_options(args, argv), service)
+    finally:
+        if progress is not None:
+            progress("")  # end the live line
     code = finish_interruptible(args, result)
     if code == EXIT_INTERRUPTED:
         return code
@@ -91,3 +88,32 @@ def run_with_load(args: argparse.Namespace, argv: list[str]) -> int:
         print(f"infradoctor profile: error: {failed}", file=sys.stderr)
         return EXIT_TARGET  # the partial result is written; the service itself could not be measured
     return code
+
+
+LINE_WIDTH = 96
+"""Characters of the live progress line (on a terminal)."""
+
+
+def progress_line(*, enabled: bool) -> Callable[[str], None] | None:
+    """What the run is doing, on stderr: a live line on a terminal; elsewhere one line per phase.
+
+    The library says ``phase: detail`` (``waiting for the server to answer URL: 3 s``, ``load at c=4: 120 requests
+    so far, 1.5/3 s``); off a terminal a line is written when the phase changes, not at every tick.
+    """
+    if not enabled:
+        return None
+    tty = sys.stderr.isatty()
+    last_phase = [""]
+
+    def say(text: str) -> None:
+        if tty:
+            shown = text if len(text) <= LINE_WIDTH else text[: LINE_WIDTH - 1] + "…"
+            sys.stderr.write(f"\r  profile: {shown:<{LINE_WIDTH}}" if text else "\r" + " " * (LINE_WIDTH + 11) + "\r")
+        else:
+            phase = text.split(": ", 1)[0] if text else ""
+            if phase and phase != last_phase[0]:
+                sys.stderr.write(f"  profile: {text}\n")
+            last_phase[0] = phase
+        sys.stderr.flush()
+
+    return say

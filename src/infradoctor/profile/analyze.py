@@ -1,7 +1,8 @@
 """From evidence to derived numbers (steady-state phases, throughput, memory trend) and to ``metrics``.
 
 :func:`analyze` is pure: the same :class:`ProfileEvidence` (live or recorded) gives the same
-:class:`ProfileAnalysis`, which the rules read and :func:`build_metrics` lays out for the result.
+:class:`ProfileAnalysis`, which the rules read and :func:`build_metrics` lays out for the result as typed
+:class:`~infradoctor.profile.metrics.ProfileMetrics` (one small builder per part).
 """
 
 from __future__ import annotations
@@ -9,12 +10,41 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from infradoctor.profile.evidence import ModuleUse, ProfileEvidence, StepRecord
+from infradoctor.profile.evidence import CallSite, ModuleUse, ProfileEvidence, StepRecord
+from infradoctor.profile.metrics import (
+    PHASE_NAMES,
+    AllocSite,
+    DataLoaderUse,
+    HostSync,
+    ModelCallSite,
+    ModelLoad,
+    ModelModule,
+    ModuleConstruction,
+    OtherModule,
+    ProfileDataloader,
+    ProfileDistributions,
+    ProfileH2d,
+    ProfileHeadline,
+    ProfileMemory,
+    ProfileMemoryTimeline,
+    ProfileMemoryTrend,
+    ProfileMetrics,
+    ProfileModel,
+    ProfilePrecision,
+    ProfileSteps,
+    ProfileSystem,
+    ProfileSystemTimeline,
+    ProfileThroughput,
+    ProfileWorkload,
+    StepPhases,
+    StepTimes,
+    WorkloadException,
+)
 from infradoctor.stats import evenly_spaced, percentile
 
-PHASES = ("data_wait", "h2d", "forward", "backward", "optimizer", "sync", "load", "other")
+PHASES = PHASE_NAMES
 """Step phases, in the order the breakdown bar shows them."""
 MAX_WARMUP_STEPS = 5
 """At most this many first steps count as warm-up."""
@@ -143,7 +173,7 @@ def analyze(evidence: ProfileEvidence) -> ProfileAnalysis:
     for step in steady:
         for name, value in _phase_seconds(step).items():
             phase_s[name] += value
-    steady_time = sum(s.duration_s for s in steady)
+    steady_time = sum((s.duration_s for s in steady), 0.0)
     samples = sum(s.samples for s in steady)
     cores = max((len(s.cpu_percent) for s in evidence.system), default=evidence.cpu_count)
     gpu_util: float | None = None
@@ -158,7 +188,7 @@ def analyze(evidence: ProfileEvidence) -> ProfileAnalysis:
         steady=steady,
         phase_s=phase_s,
         steady_time_s=steady_time,
-        steps_time_s=sum(s.duration_s for s in steps if not s.alloc_sampled),
+        steps_time_s=sum((s.duration_s for s in steps if not s.alloc_sampled), 0.0),
         step_ms=tuple(1000.0 * s.duration_s for s in steady),
         samples_per_s=samples / steady_time if steady_time > 0 and samples else None,
         steps_per_s=len(steady) / steady_time if steady_time > 0 else None,
@@ -184,16 +214,32 @@ def subsample(values: Sequence[float], limit: int = MAX_DISTRIBUTION) -> list[fl
 
 MAX_CALL_SITES = 5
 """Call sites listed per model in the metrics (most calls first)."""
+MAX_LISTED = 10
+"""Modules, host-read sites and allocation sites listed in the metrics."""
+
+T = TypeVar("T")
+
+
+def _thin(items: Sequence[T], limit: int = MAX_TIMELINE) -> list[T]:
+    """At most ``limit`` items, evenly strided, in order."""
+    if len(items) <= limit:
+        return list(items)
+    stride = len(items) / limit
+    return [items[int(i * stride)] for i in range(limit)]
+
+
+def _site(file: object, line: object) -> str:
+    return f"{file}:{line}"
 
 
 def _main_site(module: ModuleUse) -> str | None:
     site = max(module.call_sites, key=lambda c: c.calls, default=None)
     if site is not None:
-        return f"{site.file}:{site.line}"
-    return f"{module.sites[0]['file']}:{module.sites[0]['line']}" if module.sites else None
+        return _site(site.file, site.line)
+    return _site(module.sites[0]["file"], module.sites[0]["line"]) if module.sites else None
 
 
-def _mb(value: float | int | None) -> float | None:
+def _mb(value: float | None) -> float | None:
     return round(value / 1e6, 2) if value is not None else None
 
 
@@ -205,202 +251,241 @@ def _round(value: float | None, digits: int = 3) -> float | None:
     return round(value, digits) if value is not None else None
 
 
-def build_metrics(analysis: ProfileAnalysis) -> dict[str, Any]:
-    """The ``metrics`` of a profile result (layout documented in ``infradoctor.profile``)."""
+def build_metrics(analysis: ProfileAnalysis) -> ProfileMetrics:
+    """The ``metrics`` of a profile result (layout in :mod:`infradoctor.profile.metrics`)."""
     ev = analysis.evidence
-    step_ms = list(analysis.step_ms)
+    steps = _steps(analysis)
+    throughput = _throughput(analysis)
+    memory = _memory(analysis)
+    system = _system(analysis)
+    return ProfileMetrics(
+        workload=_workload(ev),
+        headline=_headline(steps, throughput, memory, system, cuda=ev.cuda),
+        steps=steps,
+        throughput=throughput,
+        memory=memory,
+        model=_model(ev),
+        syncs=_syncs(analysis),
+        dataloader=_dataloader(ev),
+        h2d=ProfileH2d.from_dict(ev.h2d),
+        precision=ProfilePrecision.from_dict(ev.precision),
+        system=system,
+        distributions=ProfileDistributions(step_time_ms=tuple(subsample(analysis.step_ms))),
+    )
+
+
+def _workload(ev: ProfileEvidence) -> ProfileWorkload:
+    status = ev.exit_status
+    exc = ev.exception
+    return ProfileWorkload(
+        exit_status=shell_exit_code(status),
+        signal=-status if status is not None and status < 0 else None,
+        stop_reason=ev.stop_reason,
+        duration_s=round(ev.duration_s, 3),
+        instrumented=ev.instrumented,
+        torch_imported=ev.torch_imported,
+        torch_version=ev.torch_version,
+        cuda=ev.cuda,
+        profile_kind="torch" if ev.torch_imported else "cpu-only",
+        python_program=ev.python_program,
+        exception=WorkloadException(
+            type=str(exc.get("type")), module=exc.get("module"), message=str(exc.get("message", "")),
+            file=exc.get("file"), line=exc.get("line"), function=exc.get("function"),
+        ) if exc else None,
+    )
+
+
+def _headline(steps: ProfileSteps, throughput: ProfileThroughput, memory: ProfileMemory, system: ProfileSystem,
+              *, cuda: bool) -> ProfileHeadline:
+    """Flat numbers; step statistics only with steady steps, GPU numbers only on GPU."""
+    steady = steps.steady > 0
+    return ProfileHeadline(
+        steps=steps.count,
+        samples_per_s=throughput.samples_per_s if steady else None,
+        steps_per_s=throughput.steps_per_s if steady else None,
+        step_time_ms_p50=steps.step_time_ms.p50 if steady else None,
+        step_time_ms_p90=steps.step_time_ms.p90 if steady else None,
+        data_wait_fraction=steps.phase_fraction.data_wait if steady else None,
+        peak_rss_mb=memory.peak_rss_mb,
+        peak_tree_pss_mb=memory.peak_tree_pss_mb,  # the whole tree, shared pages counted once
+        cuda_peak_mb=memory.cuda_peak_mb if cuda else None,
+        gpu_util_mean_pct=system.gpu_util_mean_pct if cuda else None,
+    )
+
+
+def _steps(analysis: ProfileAnalysis) -> ProfileSteps:
+    ev = analysis.evidence
     n_steady = len(analysis.steady)
-    per_step = {
-        name: _ms(value / n_steady) if n_steady else None for name, value in analysis.phase_s.items()
-    }
-    fractions = {name: round(analysis.fraction(name), 4) for name in PHASES}
-    main = analysis.main
-    batch = main.median_batch() if main else None
-    loader_batches = [d.batch_size for d in ev.dataloaders if d.batch_size]
-    first_ms = 1000.0 * analysis.steps[0].duration_s if analysis.steps else None
-    count = analysis.steps[-1].index + 1 if analysis.steps else 0  # steps may have been thinned out
-    steps = {
-        "count": count,
-        "kept": len(analysis.steps),
-        "warmup": len(analysis.warmup),
-        "steady": n_steady,
-        "boundary": ev.step_mode,
-        "time_s": round(analysis.steps_time_s, 4),
-        "phase_ms_per_step": per_step,
-        "phase_fraction": fractions,
-        "step_time_ms": {
-            "p50": _round(percentile(step_ms, 50)),
-            "p90": _round(percentile(step_ms, 90)),
-            "p99": _round(percentile(step_ms, 99)),
-            "mean": _round(statistics.fmean(step_ms)) if step_ms else None,
-            "first": _round(first_ms),
-            "warmup_mean": _round(statistics.fmean(1000.0 * s.duration_s for s in analysis.warmup))
-            if analysis.warmup
-            else None,
-        },
-        "forwards": sum(s.forwards for s in analysis.steps),
-        "backwards": ev.backward_calls,
-        "optimizer_steps": ev.optimizer_steps,
-    }
-    throughput = {
-        "samples_per_s": _round(analysis.samples_per_s, 2),
-        "steps_per_s": _round(analysis.steps_per_s, 2),
-        "batch_size": batch,
-        "loader_batch_size": loader_batches[0] if loader_batches else None,
-        "samples": sum(s.samples for s in analysis.steps),
-    }
+    per_step = {name: _ms(value / n_steady) if n_steady else None for name, value in analysis.phase_s.items()}
+    return ProfileSteps(
+        count=analysis.steps[-1].index + 1 if analysis.steps else 0,  # steps may have been thinned out
+        kept=len(analysis.steps),
+        warmup=len(analysis.warmup),
+        steady=n_steady,
+        boundary=ev.step_mode,
+        time_s=round(analysis.steps_time_s, 4),
+        phase_ms_per_step=StepPhases(**per_step),
+        phase_fraction=StepPhases(**{name: round(analysis.fraction(name), 4) for name in PHASES}),
+        step_time_ms=_step_times(analysis),
+        forwards=sum(s.forwards for s in analysis.steps),
+        backwards=ev.backward_calls,
+        optimizer_steps=ev.optimizer_steps,
+    )
+
+
+def _step_times(analysis: ProfileAnalysis) -> StepTimes:
+    step_ms = analysis.step_ms
+    warmup_ms = [1000.0 * s.duration_s for s in analysis.warmup]
+    return StepTimes(
+        p50=_round(percentile(step_ms, 50)),
+        p90=_round(percentile(step_ms, 90)),
+        p99=_round(percentile(step_ms, 99)),
+        mean=_round(statistics.fmean(step_ms)) if step_ms else None,
+        first=_round(1000.0 * analysis.steps[0].duration_s) if analysis.steps else None,
+        warmup_mean=_round(statistics.fmean(warmup_ms)) if warmup_ms else None,
+    )
+
+
+def _throughput(analysis: ProfileAnalysis) -> ProfileThroughput:
+    loader_batches = [d.batch_size for d in analysis.evidence.dataloaders if d.batch_size]
+    return ProfileThroughput(
+        samples_per_s=_round(analysis.samples_per_s, 2),
+        steps_per_s=_round(analysis.steps_per_s, 2),
+        batch_size=analysis.main.median_batch() if analysis.main else None,
+        loader_batch_size=loader_batches[0] if loader_batches else None,
+        samples=sum(s.samples for s in analysis.steps),
+    )
+
+
+def _memory(analysis: ProfileAnalysis) -> ProfileMemory:
+    ev = analysis.evidence
     trend = analysis.memory
-    timeline = [
-        [s.index, _mb(s.rss_bytes), _mb(s.heap_bytes), _mb(s.cuda_alloc_bytes)]
-        for s in analysis.steps
-        if s.rss_bytes is not None or s.heap_bytes is not None
-    ]
-    if len(timeline) > MAX_TIMELINE:
-        stride = len(timeline) / MAX_TIMELINE
-        timeline = [timeline[int(i * stride)] for i in range(MAX_TIMELINE)]
-    memory = {
-        "peak_rss_mb": _mb(ev.peak_rss_bytes),
-        "peak_tree_pss_mb": _mb(ev.peak_tree_pss_bytes),
-        "child_processes": ev.child_processes,
-        "start_rss_mb": _mb(ev.memory.get("first_rss")),
-        "peak_heap_mb": _mb(ev.memory.get("peak_heap")),
-        "cuda_peak_mb": _mb(ev.memory.get("cuda_peak")),
-        "trend": {
-            "source": trend.source,
-            "readings": trend.readings,
-            "growth_kb_per_step": round(trend.slope_bytes_per_step / 1e3, 2),
-            "growth_mb": _mb(trend.growth_bytes),
-            "r2": round(trend.r2, 3),
-        }
-        if trend
-        else None,
-        "timeline": {"columns": ["step", "rss_mb", "heap_mb", "cuda_mb"], "rows": timeline},
-    }
-    modules = [
-        {
-            "class": m.cls,
-            "params": m.params,
-            "device": m.device,
-            "dtype": m.dtype,
-            "input_dtypes": dict(m.input_dtypes),
-            "calls": m.calls,
-            "time_ms": _ms(m.time_s),
-            "batch_size": m.median_batch(),
-            "batch_dim": m.batch_dim,
-            "grad_calls": m.grad_calls,
-            "unused_grad_calls": m.unused_grad_calls,
-            "train_mode_calls": m.train_mode_calls,
-            "site": _main_site(m),
-            "call_sites": [
-                {"site": f"{c.file}:{c.line}", "function": c.function or None, "calls": c.calls,
-                 "time_ms": _ms(c.time_s), "batch_size": c.median_batch(), "grad_calls": c.grad_calls,
-                 "unused_grad_calls": c.unused_grad_calls, "kept_graphs": c.kept_graphs,
-                 "kept_held_mb": _mb(c.kept_held_bytes), "train_mode_calls": c.train_mode_calls,
-                 "train_mode_inference_calls": c.train_mode_inference_calls, "sequential_calls": c.sequential_calls}
-                for c in sorted(m.call_sites, key=lambda c: -c.calls)[:MAX_CALL_SITES]
-            ],
-        }
-        for m in sorted((m for m in ev.modules if m.params > 0), key=lambda m: -m.time_s)[:10]
-    ]
-    other_modules = [
-        {"class": m.cls, "calls": m.calls, "time_ms": _ms(m.time_s), "site": _main_site(m)}
-        for m in sorted((m for m in ev.modules if m.params == 0), key=lambda m: -m.time_s)[:10]
-    ]
-    syncs = [
-        {"kind": s.kind, "site": f"{s.file}:{s.line}", "calls": s.calls,
-         "per_step": round(s.calls / max(1, len(analysis.steps)), 2), "time_ms": _ms(s.time_s),
-         "loop_ms": _ms(s.span_s)}
-        for s in sorted(ev.syncs, key=lambda s: -s.calls)[:10]
-    ]
-    loaders = [
-        {"site": f"{d.file}:{d.line}" if d.file else None, "num_workers": d.num_workers, "pin_memory": d.pin_memory,
-         "persistent_workers": d.persistent_workers, "prefetch_factor": d.prefetch_factor,
-         "batch_size": d.batch_size, "dataset": d.dataset, "iterators": d.iterators, "batches": d.batches,
-         "wait_ms": _ms(d.wait_s)}
-        for d in ev.dataloaders
-    ]
+    rows = [(s.index, _mb(s.rss_bytes), _mb(s.heap_bytes), _mb(s.cuda_alloc_bytes))
+            for s in analysis.steps if s.rss_bytes is not None or s.heap_bytes is not None]
+    return ProfileMemory(
+        peak_rss_mb=_mb(ev.peak_rss_bytes),
+        peak_tree_pss_mb=_mb(ev.peak_tree_pss_bytes),
+        child_processes=ev.child_processes,
+        start_rss_mb=_mb(ev.memory.get("first_rss")),
+        peak_heap_mb=_mb(ev.memory.get("peak_heap")),
+        cuda_peak_mb=_mb(ev.memory.get("cuda_peak")),
+        trend=ProfileMemoryTrend(
+            source=trend.source,
+            readings=trend.readings,
+            growth_kb_per_step=round(trend.slope_bytes_per_step / 1e3, 2),
+            growth_mb=_mb(trend.growth_bytes),
+            r2=round(trend.r2, 3),
+        ) if trend else None,
+        timeline=ProfileMemoryTimeline(rows=tuple(_thin(rows))),
+    )
+
+
+def _model(ev: ProfileEvidence) -> ProfileModel:
+    by_time = sorted(ev.modules, key=lambda m: -m.time_s)
+    alloc = sorted(ev.alloc_sites, key=lambda a: -int(a.get("alive_bytes") or 0))[:MAX_LISTED]
+    return ProfileModel(
+        modules=tuple(_module(m) for m in [m for m in by_time if m.params > 0][:MAX_LISTED]),
+        other_modules=tuple(OtherModule(cls=m.cls, calls=m.calls, time_ms=_ms(m.time_s), site=_main_site(m))
+                            for m in [m for m in by_time if m.params == 0][:MAX_LISTED]),
+        data_modules=dict(ev.data_modules),
+        loads=tuple(ModelLoad(kind=x.kind, site=_site(x.file, x.line), calls=x.calls, time_ms=_ms(x.time_s))
+                    for x in ev.loads),
+        constructions=tuple(ModuleConstruction(cls=c.cls, site=_site(c.file, c.line), count=c.count, params=c.params)
+                            for c in ev.constructions if c.count),
+        alloc_sites=tuple(AllocSite(site=_site(a.get("file"), a.get("line")), sampled=a.get("sampled"),
+                                    alive=a.get("alive"), alive_mb=_mb(a.get("alive_bytes"))) for a in alloc),
+    )
+
+
+def _module(m: ModuleUse) -> ModelModule:
+    return ModelModule(
+        cls=m.cls,
+        params=m.params,
+        device=m.device,
+        dtype=m.dtype,
+        input_dtypes=dict(m.input_dtypes),
+        calls=m.calls,
+        time_ms=_ms(m.time_s),
+        batch_size=m.median_batch(),
+        batch_dim=m.batch_dim,
+        grad_calls=m.grad_calls,
+        unused_grad_calls=m.unused_grad_calls,
+        train_mode_calls=m.train_mode_calls,
+        site=_main_site(m),
+        call_sites=tuple(_call_site(c) for c in sorted(m.call_sites, key=lambda c: -c.calls)[:MAX_CALL_SITES]),
+    )
+
+
+def _call_site(c: CallSite) -> ModelCallSite:
+    return ModelCallSite(
+        site=_site(c.file, c.line),
+        function=c.function or None,
+        calls=c.calls,
+        time_ms=_ms(c.time_s),
+        batch_size=c.median_batch(),
+        grad_calls=c.grad_calls,
+        unused_grad_calls=c.unused_grad_calls,
+        kept_graphs=c.kept_graphs,
+        kept_held_mb=_mb(c.kept_held_bytes),
+        train_mode_calls=c.train_mode_calls,
+        train_mode_inference_calls=c.train_mode_inference_calls,
+        sequential_calls=c.sequential_calls,
+    )
+
+
+def _syncs(analysis: ProfileAnalysis) -> tuple[HostSync, ...]:
+    kept = max(1, len(analysis.steps))
+    return tuple(
+        HostSync(kind=s.kind, site=_site(s.file, s.line), calls=s.calls, per_step=round(s.calls / kept, 2),
+                 time_ms=_ms(s.time_s), loop_ms=_ms(s.span_s))
+        for s in sorted(analysis.evidence.syncs, key=lambda s: -s.calls)[:MAX_LISTED]
+    )
+
+
+def _dataloader(ev: ProfileEvidence) -> ProfileDataloader:
     fetch = ev.worker_fetch if ev.worker_fetch.get("items") else ev.fetch
     item_ms = 1000.0 * float(fetch.get("time_s", 0.0)) / fetch["items"] if fetch.get("items") else None
-    system_rows = []
-    samples = list(ev.system)
-    if len(samples) > MAX_TIMELINE:
-        stride = len(samples) / MAX_TIMELINE
-        samples = [samples[int(i * stride)] for i in range(MAX_TIMELINE)]
-    for sample in samples:
-        step_at = next((s.index for s in analysis.steps if s.start <= sample.t <= s.end), None)
-        system_rows.append([
-            round(sample.t - (ev.system[0].t if ev.system else 0.0), 2),
-            step_at,
+    return ProfileDataloader(
+        loaders=tuple(
+            DataLoaderUse(site=_site(d.file, d.line) if d.file else None, num_workers=d.num_workers,
+                          pin_memory=d.pin_memory, persistent_workers=d.persistent_workers,
+                          prefetch_factor=d.prefetch_factor, batch_size=d.batch_size, dataset=d.dataset,
+                          iterators=d.iterators, batches=d.batches, wait_ms=_ms(d.wait_s))
+            for d in ev.dataloaders
+        ),
+        item_time_ms=_round(item_ms, 4),
+        worker_processes=ev.worker_fetch.get("workers", 0),
+    )
+
+
+def _system(analysis: ProfileAnalysis) -> ProfileSystem:
+    samples = analysis.evidence.system
+    cpu_means = [statistics.fmean(s.cpu_percent) for s in samples if s.cpu_percent]
+    cores = max((len(s.cpu_percent) for s in samples), default=0)
+    return ProfileSystem(
+        cores=analysis.cores,
+        cpu_percent_mean=_round(statistics.fmean(cpu_means), 1) if cpu_means else None,
+        cpu_percent_per_core=tuple(
+            round(statistics.fmean(s.cpu_percent[i] for s in samples if len(s.cpu_percent) > i), 1)
+            for i in range(cores)
+        ),
+        gpu_util_mean_pct=_round(analysis.gpu_util_mean, 1),
+        timeline=ProfileSystemTimeline(rows=_system_rows(analysis)),
+    )
+
+
+def _system_rows(analysis: ProfileAnalysis) -> tuple[tuple[float, int | None, float | None, float | None,
+                                                           float | None], ...]:
+    """One row per machine sample (at most MAX_TIMELINE), with the step that was running."""
+    samples = analysis.evidence.system
+    t0 = samples[0].t if samples else 0.0
+    return tuple(
+        (
+            round(sample.t - t0, 2),
+            next((s.index for s in analysis.steps if s.start <= sample.t <= s.end), None),
             round(statistics.fmean(sample.cpu_percent), 1) if sample.cpu_percent else None,
             sample.process_cpu_percent,
             round(statistics.fmean(sample.gpu_util_percent), 1) if sample.gpu_util_percent else None,
-        ])
-    cpu_means = [statistics.fmean(s.cpu_percent) for s in ev.system if s.cpu_percent]
-    sample_cores = max((len(s.cpu_percent) for s in ev.system), default=0)
-    per_core = [
-        round(statistics.fmean(s.cpu_percent[i] for s in ev.system if len(s.cpu_percent) > i), 1)
-        for i in range(sample_cores)
-    ]
-    system = {
-        "cores": analysis.cores,
-        "cpu_percent_mean": _round(statistics.fmean(cpu_means), 1) if cpu_means else None,
-        "cpu_percent_per_core": per_core,
-        "gpu_util_mean_pct": _round(analysis.gpu_util_mean, 1),
-        "timeline": {"columns": ["t_s", "step", "cpu_percent", "process_cpu_percent", "gpu_util"],
-                     "rows": system_rows},
-    }
-    headline: dict[str, Any] = {"steps": count}
-    if n_steady:
-        headline |= {
-            "samples_per_s": throughput["samples_per_s"],
-            "steps_per_s": throughput["steps_per_s"],
-            "step_time_ms_p50": steps["step_time_ms"]["p50"],  # type: ignore[index]
-            "step_time_ms_p90": steps["step_time_ms"]["p90"],  # type: ignore[index]
-            "data_wait_fraction": fractions["data_wait"],
-        }
-    headline["peak_rss_mb"] = memory["peak_rss_mb"]
-    headline["peak_tree_pss_mb"] = memory["peak_tree_pss_mb"]  # the whole tree, shared pages counted once
-    if ev.cuda:
-        headline["cuda_peak_mb"] = memory["cuda_peak_mb"]
-        headline["gpu_util_mean_pct"] = system["gpu_util_mean_pct"]
-    headline = {k: v for k, v in headline.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    return {
-        "workload": {
-            "exit_status": shell_exit_code(ev.exit_status),
-            "signal": -ev.exit_status if ev.exit_status is not None and ev.exit_status < 0 else None,
-            "stop_reason": ev.stop_reason,
-            "duration_s": round(ev.duration_s, 3),
-            "instrumented": ev.instrumented,
-            "torch_imported": ev.torch_imported,
-            "torch_version": ev.torch_version,
-            "cuda": ev.cuda,
-            "profile_kind": "torch" if ev.torch_imported else "cpu-only",
-            "python_program": ev.python_program,
-            "exception": dict(ev.exception) if ev.exception else None,
-        },
-        "headline": headline,
-        "steps": steps,
-        "throughput": throughput,
-        "memory": memory,
-        "model": {
-            "modules": modules,
-            "other_modules": other_modules,
-            "data_modules": dict(ev.data_modules),
-            "loads": [{"kind": load.kind, "site": f"{load.file}:{load.line}", "calls": load.calls,
-                       "time_ms": _ms(load.time_s)} for load in ev.loads],
-            "constructions": [{"class": c.cls, "site": f"{c.file}:{c.line}", "count": c.count, "params": c.params}
-                              for c in ev.constructions if c.count],
-            "alloc_sites": [
-                {"site": f"{a.get('file')}:{a.get('line')}", "sampled": a.get("sampled"),
-                 "alive": a.get("alive"), "alive_mb": _mb(a.get("alive_bytes"))}
-                for a in sorted(ev.alloc_sites, key=lambda a: -int(a.get("alive_bytes") or 0))[:10]
-            ],
-        },
-        "syncs": syncs,
-        "dataloader": {"loaders": loaders, "item_time_ms": _round(item_ms, 4),
-                       "worker_processes": ev.worker_fetch.get("workers", 0)},
-        "h2d": dict(ev.h2d),
-        "precision": dict(ev.precision),
-        "system": system,
-        "distributions": {"step_time_ms": subsample(step_ms)},
-    }
+        )
+        for sample in _thin(samples)
+    )

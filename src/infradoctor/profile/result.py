@@ -1,4 +1,7 @@
-"""Evidence -> Result: analysis, rules, metrics and error notes, and the whole run (start, wait, collect)."""
+"""Evidence -> Result: analysis, rules, metrics and error notes, and the whole run (start, wait, collect).
+
+:func:`run` is the ``profile`` command as a library: ``run(ProfileRunOptions(argv, max_steps=200)) -> Result``.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +9,11 @@ import contextlib
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from infradoctor.errors import UsageError
 from infradoctor.findings import run_rules
 from infradoctor.profile.analyze import analyze, build_metrics, shell_exit_code
 from infradoctor.profile.evidence import ProfileEvidence
@@ -68,7 +73,7 @@ def build_result(
         started_at=started_at,
         duration_s=evidence.duration_s,
         target={"argv": list(evidence.argv), **(extra_target or {})},
-        metrics=build_metrics(analysis),
+        metrics=build_metrics(analysis).to_dict(),
         findings=findings,
         errors=evidence_errors(evidence),
         exit_status=shell_exit_code(evidence.exit_status),
@@ -123,6 +128,63 @@ def profile_run(
     if on_evidence is not None:
         on_evidence(evidence_bundle(evidence, started_at))
     return build_result(evidence, started_at=started_at, rule_options=rule_options)
+
+
+@dataclass(frozen=True)
+class ProfileRunOptions:
+    """What to profile and how: the library form of ``infradoctor profile [--steps N | --duration S] -- CMD``."""
+
+    argv: Sequence[str]
+    """The workload's command line, e.g. ``["python", "train.py", "--epochs", "1"]``."""
+    max_steps: int | None = None
+    """Stop the workload after this many steps (SIGINT, as Ctrl-C would)."""
+    duration_s: float | None = None
+    """Stop the workload after this many seconds."""
+    sample_interval_s: float = 0.5
+    """System sampling period (CPU per core, the process tree's CPU and memory, GPU utilisation)."""
+    rule_options: RuleOptions | None = None
+    """Rule thresholds and the folder relative source paths are shown against (default: the rules' defaults)."""
+    on_evidence: EvidenceSink | None = field(default=None, compare=False)
+    """Receives the run's evidence bundle (JSON-ready) before it is judged, e.g. to save it
+    (``--save-evidence``; judged again by :func:`infradoctor.profile_load.run.judge_bundle`)."""
+    cwd: str | None = None
+    """The workload's working folder (default: ours)."""
+    env: Mapping[str, str] | None = None
+    """Extra environment variables for the workload."""
+    stdout: int | None = None
+    """Where the workload's stdout goes (a file descriptor; default: inherited)."""
+    timeout_s: float | None = None
+    """Stop the workload after this many seconds of waiting (a bound for callers; None: no bound)."""
+
+    def validate(self) -> None:
+        """Raises UsageError for options that cannot run."""
+        if not self.argv:
+            raise UsageError("give the workload's command line")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise UsageError("the step limit must be at least 1")
+        if self.duration_s is not None and not self.duration_s > 0:
+            raise UsageError("the duration must be positive")
+        if not self.sample_interval_s > 0:
+            raise UsageError("the sample interval must be positive")
+
+    def launch_options(self, base: ProfileOptions | None = None) -> ProfileOptions:
+        """The launcher's options (``base`` for the settings these options do not name)."""
+        return replace(base or ProfileOptions(), max_steps=self.max_steps, duration_s=self.duration_s,
+                       sample_interval_s=self.sample_interval_s, cwd=self.cwd, env=self.env, stdout=self.stdout)
+
+
+def run(options: ProfileRunOptions) -> Result:
+    """Profile ``options.argv`` to its end (or its step or time limit) and return the ``profile`` result.
+
+    A program that could not start (``-m`` naming no module) gives a result with a ``profile.start`` error; a
+    Ctrl-C stops the workload and still returns what was gathered.
+
+    Raises:
+        UsageError: the options cannot run.
+    """
+    options.validate()
+    return profile_run(list(options.argv), options.launch_options(), options.rule_options,
+                       timeout_s=options.timeout_s, on_evidence=options.on_evidence)
 
 
 @contextlib.contextmanager

@@ -18,13 +18,19 @@ then SIGTERM, then SIGKILL, and any worker left behind), then merge both sides i
 - ``load``: the load command's metrics (``points``, ``knee``, ``curve``, ``headline``, ``settings``, ...; see
   :class:`infradoctor.load.metrics.LoadMetrics`);
 - ``service``: ``load_url``, ``ready_url``, ``ready_s`` (seconds from start until the server answered and its
-  worker processes held still),
+  worker processes held still), ``stop_exit_status``, ``cpu_at_peak_load`` (the server's and the machine's CPU
+  during the last level), ``s001_not_judged`` (only when flat throughput was not called S001: why),
   ``loop`` (per server process: event-loop lag evidence after start-up, as
-  :meth:`~infradoctor.serve.looplag.LoopLagEvidence.to_dict`), ``workers`` (the worker layout, as
-  :meth:`~infradoctor.serve.workers.WorkerLayout.to_dict`, or null), ``stop_exit_status``;
+  :meth:`~infradoctor.serve.looplag.LoopLagEvidence.summary_dict`), ``workers`` (the worker layout, as
+  :meth:`~infradoctor.serve.workers.WorkerLayout.to_dict`, or null);
 - ``headline``: the load headline (``throughput_rps``, ``p50_ms``, ``p99_ms``, ``knee_concurrency``, ...) plus
   ``loop_blocked_s``, ``loop_lag_p99_ms``, ``workers`` and the profile headline's other keys;
 - ``distributions``: the load's ``latency_ms`` and the profile's own distributions.
+
+Typed as :class:`infradoctor.profile.metrics.ProfileMetrics` (``load`` and ``service`` set). The library entry is
+:func:`infradoctor.profile_load.run.run` (``run(ProfileRunOptions(argv), ServiceLoadOptions(url))``): it tells
+``ServiceLoadOptions.progress`` what it is doing (starting the server, waiting for it to answer, each load level,
+stopping it), a line at a time.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -17,18 +17,30 @@ from infradoctor.errors import UsageError
 from infradoctor.findings import Finding, Location, rank_findings, run_rules
 from infradoctor.load.analysis import diagnose as diagnose_load
 from infradoctor.load.command import LoadOptions, LoadRun, measure
+from infradoctor.load.metrics import LoadHeadline, LoadMetrics
+from infradoctor.load.point import PointResult, Progress
 from infradoctor.load.spec import RequestSpec, Target
 from infradoctor.procs import http_status, wait_until
 from infradoctor.profile.evidence import ProfileEvidence
 from infradoctor.profile.instrument import NO_ALLOC_SAMPLING_ENV
 from infradoctor.profile.launcher import ProfiledProcess, ProfileOptions, start_profiled
+from infradoctor.profile.metrics import (
+    LoopSummary,
+    ProfileHeadline,
+    ProfileMetrics,
+    ProfileService,
+    ServerWorkers,
+    ServiceCpu,
+)
 from infradoctor.profile.result import (
     EVIDENCE_FORMAT,
     EvidenceSink,
+    ProfileRunOptions,
     build_result,
     evidence_bundle,
     further_interrupts_kill,
 )
+from infradoctor.profile.result import run as run_workload
 from infradoctor.profile.rules import RuleOptions
 from infradoctor.profile_load import DEFAULT_LEVELS, DEFAULT_POINT_DURATION_S, DEFAULT_READY_TIMEOUT_S
 from infradoctor.result import ErrorNote, Result, utc_now_iso
@@ -87,6 +99,9 @@ class ServiceLoadOptions:
     """Per-request client timeout."""
     stall_threshold_s: float = 0.1
     """Event-loop lag that counts as a stall inside the server."""
+    progress: Callable[[str], None] | None = field(default=None, compare=False)
+    """Told what the run is doing, a line at a time as ``phase: detail`` (starting the server, waiting for it to
+    answer, each load level, stopping it; the CLI's live progress). None: silent."""
 
     def load_options(self) -> LoadOptions:
         """The ``load`` command's options for this sweep."""
@@ -100,6 +115,8 @@ class ServiceLoadOptions:
             duration_s=self.point_duration_s if self.point_requests is None else None,
             requests=self.point_requests,
             timeout_s=self.timeout_s,
+            on_progress=_load_progress(self.progress) if self.progress is not None else None,
+            on_point=_point_done(self.progress) if self.progress is not None else None,
         )
 
     def spec(self) -> RequestSpec:
@@ -113,6 +130,37 @@ class ServiceLoadOptions:
             return self.ready_url
         parts = urlsplit(self.load_url)
         return f"{parts.scheme}://{parts.netloc}/"
+
+
+def _load_progress(say: Callable[[str], None]) -> Callable[[Progress], None]:
+    def tick(progress: Progress) -> None:
+        if progress.duration_s is not None:
+            planned = f"{progress.completed} requests so far, {progress.elapsed_s:.1f}/{progress.duration_s:g} s"
+        else:
+            planned = f"{progress.completed}/{progress.requests} requests"
+        say(f"load at {progress.label}: {planned}")
+
+    return tick
+
+
+def _point_done(say: Callable[[str], None]) -> Callable[[PointResult], None]:
+    def done(point: PointResult) -> None:
+        say(f"load at {point.label}: {point.completed} requests, {point.throughput_rps:.1f} ok/s")
+
+    return done
+
+
+def _processes(n: int) -> str:
+    return f"{n} process" if n == 1 else f"{n} processes"
+
+
+def _quiet(text: str) -> None:
+    """Progress nobody asked for."""
+
+
+def _shown(argv: Sequence[str], limit: int = 80) -> str:
+    text = " ".join(os.path.basename(argv[0]) if i == 0 else a for i, a in enumerate(argv)) if argv else ""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _child_env(base: Mapping[str, str] | None, serve_dir: str, stall_threshold_s: float) -> dict[str, str]:
@@ -146,10 +194,12 @@ def _same_layout(a: WorkerLayout, b: WorkerLayout) -> bool:
     return True
 
 
-def settle(pid: int, *, timeout_s: float, alive: Callable[[], bool]) -> WorkerLayout | None:
+def settle(pid: int, *, timeout_s: float, alive: Callable[[], bool],
+           on_read: Callable[[WorkerLayout], None] | None = None) -> WorkerLayout | None:
     """Wait (bounded) until the server's workers have all started and stopped growing; the last layout read.
 
     A multi-worker server answers as soon as its first worker is up; the others may still be loading the model.
+    ``on_read`` sees each layout read.
     """
     deadline = time.monotonic() + timeout_s
     previous: WorkerLayout | None = None
@@ -158,6 +208,8 @@ def settle(pid: int, *, timeout_s: float, alive: Callable[[], bool]) -> WorkerLa
             current = worker_layout(pid, gpu_memory_by_pid=None)
         except psutil.Error:
             return previous
+        if on_read is not None:
+            on_read(current)
         if previous is not None and _same_layout(previous, current):
             return current
         previous = current
@@ -196,24 +248,32 @@ def _service_findings(loops: Sequence[LoopLagEvidence], layout: WorkerLayout | N
     return findings
 
 
-def _merge_headline(load: Mapping[str, Any], profile: Mapping[str, Any], loops: Sequence[LoopLagEvidence],
-                    layout: WorkerLayout | None) -> dict[str, Any]:
-    headline: dict[str, Any] = dict(load)
-    if loops:
-        headline["loop_blocked_s"] = round(max(e.blocked_s for e in loops), 4)
-        lags = [e.lag_p99_ms for e in loops if e.lag_p99_ms is not None]
-        if lags:
-            headline["loop_lag_p99_ms"] = round(max(lags), 3)
-    if layout is not None:
-        headline["workers"] = len(layout.workers)
-    for key, value in profile.items():
-        headline.setdefault(key, value)
-    return headline
+def _merge_headline(load: LoadHeadline | None, profile: ProfileHeadline, loops: Sequence[LoopLagEvidence],
+                    layout: WorkerLayout | None) -> ProfileHeadline:
+    """The load's headline, then the service's numbers, then the profile's (the first two win on a shared name)."""
+    lags = [e.lag_p99_ms for e in loops if e.lag_p99_ms is not None]
+    service: dict[str, Any] = {
+        "loop_blocked_s": round(max(e.blocked_s for e in loops), 4) if loops else None,
+        "loop_lag_p99_ms": round(max(lags), 3) if lags else None,
+        "workers": len(layout.workers) if layout is not None else None,
+    }
+    if load is not None:
+        service = {f.name: getattr(load, f.name) for f in fields(LoadHeadline)} | service
+    return replace(profile, **{k: v for k, v in service.items() if v is not None})
+
+
+def _load_findings(load: LoadMetrics, cpu: ServiceCpu | None) -> tuple[list[Finding], str | None]:
+    """The load rules' findings, and why S001 was not judged (None when it was)."""
+    findings = diagnose_load(load)
+    why = _not_serialized(cpu)
+    if why is None or not any(f.code == "S001" for f in findings):
+        return findings, None
+    return [f for f in findings if f.code != "S001"], why
 
 
 def merge_results(
     profile_result: Result,
-    load_metrics: Mapping[str, Any] | None,
+    load_metrics: LoadMetrics | Mapping[str, Any] | None,
     loops: Sequence[LoopLagEvidence],
     layout: WorkerLayout | None,
     service: Mapping[str, Any],
@@ -222,54 +282,60 @@ def merge_results(
     duration_s: float,
     cwd: str | None = None,
 ) -> Result:
-    """One ``profile`` result from the profiler's result, the load metrics and the service evidence."""
-    metrics = dict(profile_result.metrics)
+    """One ``profile`` result from the profiler's result, the load metrics and the service evidence.
+
+    ``service`` holds ``load_url``, ``ready_url``, ``ready_s``, ``stop_exit_status`` and ``cpu_at_peak_load`` (as
+    :class:`~infradoctor.profile.metrics.ProfileService` writes them).
+
+    Raises:
+        MetricsError: the profile's or the load's metrics do not have their documented shape.
+    """
+    profile = ProfileMetrics.from_dict(profile_result.metrics)
+    load = LoadMetrics.from_dict(load_metrics) if isinstance(load_metrics, Mapping) and load_metrics else (
+        load_metrics if isinstance(load_metrics, LoadMetrics) else None)
+    info = ProfileService.from_dict(service)
     findings = list(profile_result.findings)
-    load = dict(load_metrics or {})
-    service = dict(service)
-    if load:
-        load_findings = diagnose_load(load)
-        why = _not_serialized(service.get("cpu_at_peak_load"))
-        if why is not None and any(f.code == "S001" for f in load_findings):
-            load_findings = [f for f in load_findings if f.code != "S001"]
-            service["s001_not_judged"] = why
+    not_judged = None
+    if load is not None:
+        load_findings, not_judged = _load_findings(load, info.cpu_at_peak_load)
         findings.extend(load_findings)
     findings.extend(_service_findings(loops, layout, cwd))
-    metrics["load"] = load or None
-    metrics["service"] = {
-        **service,
-        "loop": [e.summary_dict() for e in loops],
-        "workers": layout.to_dict() if layout is not None else None,
-    }
-    metrics["headline"] = _merge_headline(load.get("headline") or {}, profile_result.metrics.get("headline") or {},
-                                          loops, layout)
-    distributions = dict(profile_result.metrics.get("distributions") or {})
-    distributions.update(load.get("distributions") or {})
-    metrics["distributions"] = distributions
+    metrics = replace(
+        profile,
+        headline=_merge_headline(load.headline if load else None, profile.headline, loops, layout),
+        distributions=replace(profile.distributions,
+                              latency_ms=load.distributions.get("latency_ms") if load else None),
+        load=load,
+        service=replace(info, s001_not_judged=not_judged, loop=tuple(_loop_summary(e) for e in loops),
+                        workers=ServerWorkers.from_dict(layout.to_dict()) if layout is not None else None),
+    )
     return replace(
         profile_result,
         duration_s=round(duration_s, 3),
-        target={**profile_result.target, "load_url": service.get("load_url")},
-        metrics=metrics,
+        target={**profile_result.target, "load_url": info.load_url},
+        metrics=metrics.to_dict(),
         findings=tuple(rank_findings(findings)),
         errors=(*profile_result.errors, *notes),
     )
 
 
-def _not_serialized(cpu: Any) -> str | None:
+def _loop_summary(evidence: LoopLagEvidence) -> LoopSummary:
+    return LoopSummary.from_dict(evidence.summary_dict())
+
+
+def _not_serialized(cpu: ServiceCpu | None) -> str | None:
     """Why flat throughput does not show one-request-at-a-time serving, from the CPU at the highest load, or None.
 
     A server whose processes used more than a core serves in parallel; a machine whose cores were all busy (the
     load generator shares them) sets the pace itself, whatever the service does.
     """
-    if not isinstance(cpu, Mapping):
+    if cpu is None:
         return None
-    server = cpu.get("server_cpu_percent")
-    machine = cpu.get("machine_cpu_percent")
-    if isinstance(server, (int, float)) and server >= PARALLEL_CPU_PERCENT:
+    server, machine = cpu.server_cpu_percent, cpu.machine_cpu_percent
+    if server is not None and server >= PARALLEL_CPU_PERCENT:
         return f"the server's processes used {server:.0f}% CPU (more than one core) at the highest load"
-    if isinstance(machine, (int, float)) and machine >= BUSY_MACHINE_PERCENT:
-        return (f"the machine's {cpu.get('cores') or '?'} cores were {machine:.0f}% busy at the highest load: the "
+    if machine is not None and machine >= BUSY_MACHINE_PERCENT:
+        return (f"the machine's {cpu.cores or '?'} cores were {machine:.0f}% busy at the highest load: the "
                 "machine, not the service, set the pace")
     return None
 
@@ -287,6 +353,39 @@ def cpu_at(evidence: ProfileEvidence, start: float, end: float) -> dict[str, Any
         "cores": max((len(s.cpu_percent) for s in samples), default=0),
         "samples": len(samples),
     }
+
+
+def run(options: ProfileRunOptions, service: ServiceLoadOptions | None = None) -> Result:
+    """The ``profile`` command as a library: the workload alone, or (with ``service``) a server under load.
+
+    Without ``service`` this is :func:`infradoctor.profile.run`. With it, ``options.argv`` starts the server, the
+    sweep decides how long it runs (``max_steps`` and ``duration_s`` do not apply) and ``service.progress`` hears
+    what the run is doing.
+
+    Raises:
+        UsageError: the options cannot run (a bad URL or header, a step or time limit with a service).
+        TargetError: the server command cannot be started.
+    """
+    if service is None:
+        return run_workload(options)
+    if options.max_steps is not None or options.duration_s is not None:
+        raise UsageError("a step or time limit does not apply to a server under load (the sweep decides)")
+    options.validate()
+    return profile_service(list(options.argv), service, options.launch_options(), options.rule_options,
+                           on_evidence=options.on_evidence)
+
+
+@dataclass
+class _ServerRun:
+    """What one server run gathered, filled in as it goes (a Ctrl-C keeps what was measured)."""
+
+    notes: list[ErrorNote] = field(default_factory=list)
+    load: LoadRun | None = None
+    layout: WorkerLayout | None = None
+    ready_unix: float | None = None
+    ready_s: float | None = None
+    peak_window: tuple[float, float] | None = None
+    stop_status: int | None = None
 
 
 def profile_service(
@@ -307,69 +406,99 @@ def profile_service(
     probe = options.probe_url()
     if options.point_duration_s is None and options.point_requests is None:
         raise UsageError("give a duration or a number of requests per load level")
+    say = options.progress or _quiet
     started_at = utc_now_iso()
     t0 = time.perf_counter()
     serve_dir = tempfile.mkdtemp(prefix="infradoctor-serve-")
     base = profile_options or ProfileOptions()
     popts = replace(base, env=_child_env(base.env, serve_dir, options.stall_threshold_s), max_steps=None,
                     duration_s=None)
-    notes: list[ErrorNote] = []
-    load: LoadRun | None = None
-    layout: WorkerLayout | None = None
-    ready_unix: float | None = None
-    ready_s: float | None = None
-    peak_window: tuple[float, float] | None = None
+    say(f"starting the server: {_shown(argv)}")
     try:
         proc = start_profiled(argv, popts)
     except BaseException:
         shutil.rmtree(serve_dir, ignore_errors=True)
         raise
+    run = _ServerRun()
     try:
-        try:
-            ready = wait_until(lambda: http_status(probe, timeout=1.0) is not None, timeout=options.ready_timeout_s,
-                               interval=0.2, alive=lambda: proc.poll() is None)
-            if not ready:
-                why = "exited" if proc.poll() is not None else f"did not answer within {options.ready_timeout_s:g} s"
-                notes.append(ErrorNote(NOT_READY, f"the server {why} ({probe}); no load was driven"))
-            else:
-                settle(proc.pid, timeout_s=min(SETTLE_TIMEOUT_S, options.ready_timeout_s),
-                       alive=lambda: proc.poll() is None)
-                ready_unix = time.time()
-                ready_s = round(time.perf_counter() - t0, 3)
-                load = measure(options.load_options())
-                sweep_end = time.monotonic()
-                last = load.sweep.points[-1] if load.sweep.points else None
-                if last is not None:
-                    peak_window = (sweep_end - float(last.elapsed_s), sweep_end)
-                try:
-                    layout = worker_layout(proc.pid)
-                except psutil.Error as exc:
-                    notes.append(ErrorNote("service.workers", f"cannot read the server's processes: {exc}"))
-        except KeyboardInterrupt:
-            notes.append(ErrorNote("service.interrupted", "stopped by Ctrl-C; the result holds what was measured"))
-        finally:
-            stop_status = _stop_server(proc)
+        _drive(proc, options, probe, run, t0, say)
         evidence = proc.collect()
-        loops = [e.since(ready_unix) if ready_unix is not None else e
+        loops = [e.since(run.ready_unix) if run.ready_unix is not None else e
                  for e in autoattach.read_loop_evidence(serve_dir)]
     finally:
         proc.close()
         shutil.rmtree(serve_dir, ignore_errors=True)
-    requests = sum(p.sent for p in load.sweep.points) if load is not None else None
-    load_metrics = load.metrics.to_dict() if load is not None else None
-    if load is not None:
-        notes.extend(n for n in load.notes if n.source != "load.target")  # (LOAD_FAILED says it for the service)
-        if not any(p.ok for p in load.sweep.points):
-            notes.append(ErrorNote(LOAD_FAILED, f"no request to {spec.url} succeeded"))
-    service = {"load_url": spec.url, "ready_url": probe, "ready_s": ready_s, "stop_exit_status": stop_status,
-               "cpu_at_peak_load": cpu_at(evidence, *peak_window) if peak_window is not None else None}
-    bundle = {**evidence_bundle(evidence, started_at), "service": service, "load": load_metrics,
-              "loops": [e.to_dict() for e in loops], "layout": layout.to_dict() if layout is not None else None,
-              "notes": [n.to_dict() for n in notes], "requests": requests,
-              "duration_s": round(time.perf_counter() - t0, 3)}
+    bundle = _service_bundle(evidence, started_at, spec.url, probe, run, loops, time.perf_counter() - t0)
     if on_evidence is not None:
         on_evidence(bundle)
     return judge_service_bundle(bundle, evidence, started_at, rule_options)
+
+
+def _drive(proc: ProfiledProcess, options: ServiceLoadOptions, probe: str, run: _ServerRun, t0: float,
+           say: Callable[[str], None]) -> None:
+    """Wait for the server, load it, read its workers; then stop it, whatever happened (Ctrl-C included)."""
+    try:
+        try:
+            if _wait_ready(proc, probe, options.ready_timeout_s, say):
+                _load(proc, options, run, t0, say)
+            else:
+                why = "exited" if proc.poll() is not None else f"did not answer within {options.ready_timeout_s:g} s"
+                run.notes.append(ErrorNote(NOT_READY, f"the server {why} ({probe}); no load was driven"))
+        except KeyboardInterrupt:
+            run.notes.append(ErrorNote("service.interrupted", "stopped by Ctrl-C; the result holds what was measured"))
+    finally:
+        say(f"stopping the server: pid {proc.pid}")
+        run.stop_status = _stop_server(proc)
+
+
+def _wait_ready(proc: ProfiledProcess, probe: str, timeout_s: float, say: Callable[[str], None]) -> bool:
+    """Poll ``probe`` until it answers (True), the server exits or the time is up (False)."""
+    start = time.monotonic()
+
+    def answers() -> bool:
+        say(f"waiting for the server to answer {probe}: {time.monotonic() - start:.0f} s")
+        return http_status(probe, timeout=1.0) is not None
+
+    return wait_until(answers, timeout=timeout_s, interval=0.2, alive=lambda: proc.poll() is None)
+
+
+def _load(proc: ProfiledProcess, options: ServiceLoadOptions, run: _ServerRun, t0: float,
+          say: Callable[[str], None]) -> None:
+    """Let the workers settle, drive the sweep, read the worker layout while the server is still up."""
+    start = time.monotonic()
+    settle(proc.pid, timeout_s=min(SETTLE_TIMEOUT_S, options.ready_timeout_s), alive=lambda: proc.poll() is None,
+           on_read=lambda layout: say(f"waiting for its worker processes to settle: {_processes(len(layout.workers))}, "
+                                      f"{time.monotonic() - start:.0f} s"))
+    run.ready_unix = time.time()
+    run.ready_s = round(time.perf_counter() - t0, 3)
+    run.load = measure(options.load_options())
+    sweep_end = time.monotonic()
+    last = run.load.sweep.points[-1] if run.load.sweep.points else None
+    if last is not None:
+        run.peak_window = (sweep_end - float(last.elapsed_s), sweep_end)
+    try:
+        run.layout = worker_layout(proc.pid)
+    except psutil.Error as exc:
+        run.notes.append(ErrorNote("service.workers", f"cannot read the server's processes: {exc}"))
+
+
+def _service_bundle(evidence: ProfileEvidence, started_at: str, load_url: str, probe: str, run: _ServerRun,
+                    loops: Sequence[LoopLagEvidence], duration_s: float) -> dict[str, Any]:
+    """The server run's evidence as JSON (``--save-evidence``), judged by :func:`judge_service_bundle`."""
+    notes = list(run.notes)
+    load = run.load
+    if load is not None:
+        notes.extend(n for n in load.notes if n.source != "load.target")  # (LOAD_FAILED says it for the service)
+        if not any(p.ok for p in load.sweep.points):
+            notes.append(ErrorNote(LOAD_FAILED, f"no request to {load_url} succeeded"))
+    service = {"load_url": load_url, "ready_url": probe, "ready_s": run.ready_s, "stop_exit_status": run.stop_status,
+               "cpu_at_peak_load": cpu_at(evidence, *run.peak_window) if run.peak_window is not None else None}
+    return {**evidence_bundle(evidence, started_at), "service": service,
+            "load": load.metrics.to_dict() if load is not None else None,
+            "loops": [e.to_dict() for e in loops], "layout": run.layout.to_dict() if run.layout is not None else None,
+            "notes": [n.to_dict() for n in notes],
+            "requests": sum(p.sent for p in load.sweep.points) if load is not None else None,
+            "duration_s": round(duration_s, 3)}
 
 
 def judge_service_bundle(bundle: Mapping[str, Any], evidence: ProfileEvidence, started_at: str,
@@ -394,7 +523,7 @@ def judge_bundle(bundle: Mapping[str, Any], rule_options: RuleOptions | None = N
     """The result of a saved run, judged by today's rules (a ``profile --load-url`` bundle included).
 
     Raises:
-        ValueError: not an evidence bundle.
+        ValueError: not an evidence bundle (or its metrics do not have their documented shape).
     """
     if not isinstance(bundle, Mapping) or bundle.get("format") != EVIDENCE_FORMAT:
         raise ValueError(f"not a profile evidence file (format {EVIDENCE_FORMAT!r})")

@@ -1,72 +1,83 @@
-"""Sections of a ``profile --load-url`` result's service side: the load sweep, the event loop, the workers."""
+"""Sections of a ``profile --load-url`` result's service side, read from its typed metrics.
+
+The load sweep (as ``load`` shows it), the event loop per server process, the worker processes.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
 
+from infradoctor.profile.metrics import LoopSummary, ProfileMetrics, ProfileService, ServerWorkers
 from infradoctor.report.present.load import sections as load_sections
 from infradoctor.report.sections import Section, Table, format_value
 from infradoctor.result import Result
 
+LOOP_TITLE = "Event loop (after start-up)"
 
-def _site(loop: Mapping[str, Any]) -> str | None:
+
+def _site(loop: LoopSummary) -> str | None:
+    """The line that held the loop longest over its stalls, else the user line the busy probes found most."""
     blocked: dict[str, float] = {}
-    for stall in loop.get("stalls") or ():
-        site = stall.get("site")
-        if isinstance(site, Mapping):
-            key = f"{site.get('file')}:{site.get('line')} ({site.get('function')})"
-            blocked[key] = blocked.get(key, 0.0) + float(stall.get("duration_s") or 0.0)
+    for stall in loop.stalls:
+        if stall.site is not None:
+            key = f"{stall.site.file}:{stall.site.line} ({stall.site.function})"
+            blocked[key] = blocked.get(key, 0.0) + stall.duration_s
     if blocked:
         return max(blocked, key=lambda k: blocked[k])
-    busy = [b for b in loop.get("busy_sites") or () if isinstance(b, Mapping)]
-    return str(busy[0].get("site")) if busy else None
+    return loop.busy_sites[0].site if loop.busy_sites else None
 
 
-def _share(loop: Mapping[str, Any]) -> str | None:
+def _share(loop: LoopSummary) -> str | None:
     """Share of busy probes that found user code on the loop (None when the monitor did not probe)."""
-    value = loop.get("busy_user_share")
-    if not loop.get("probes") or not isinstance(value, (int, float)) or isinstance(value, bool):
-        return None
-    return f"{100 * value:.0f}%"
+    return f"{100 * loop.busy_user_share:.0f}%" if loop.probes else None
 
 
-def service_sections(result: Result) -> list[Section]:
+def service_sections(result: Result, metrics: ProfileMetrics) -> list[Section]:
     """Load sweep (as ``load`` shows it), event-loop lag per server process, worker processes."""
-    metrics = result.metrics
-    service = metrics.get("service")
-    if not isinstance(service, Mapping):
+    service = metrics.service
+    if service is None:
         return []
     out: list[Section] = []
-    load = metrics.get("load")
-    if isinstance(load, Mapping):
-        out.extend(load_sections(replace(result, command="load", metrics=load)))
-    ready_s = service.get("ready_s")
-    answered = (f"the server answered {service.get('ready_url')} after {format_value(ready_s)} s"
-                if isinstance(ready_s, (int, float)) else f"the server never answered {service.get('ready_url')}")
-    stopped = service.get("stop_exit_status")
-    lines = [f"load URL {service.get('load_url')}; {answered}"
-             + (f"; exit status after stop {stopped}" if stopped is not None else "")]
-    if service.get("s001_not_judged"):
-        lines.append(f"S001 not judged: {service['s001_not_judged']}")
-    loops = [x for x in service.get("loop") or () if isinstance(x, Mapping)]
-    if any(x.get("probes") for x in loops):
-        lines.append("busy: share of probes that found the user's code running on the loop")
-    if loops:
-        out.append(Section("Event loop (after start-up)", tables=[Table(
-            ("pid", "lag p50 ms", "lag p99 ms", "lag max ms", "stalls", "blocked s", "busy", "blocked by"),
-            [(str(x.get("pid")), x.get("lag_p50_ms"), x.get("lag_p99_ms"), x.get("lag_max_ms"), x.get("stall_count"),
-              x.get("blocked_s"), _share(x), _site(x)) for x in loops],
-        )], lines=lines))
-    else:
-        out.append(Section("Event loop (after start-up)", lines=[*lines, "no event loop was seen in the server"]))
-    workers = service.get("workers")
-    if isinstance(workers, Mapping) and workers.get("workers"):
-        out.append(Section("Worker processes", tables=[Table(
-            ("pid", "RSS MB", "private MB", "GPU MB", "command"),
-            [(str(w.get("pid")), w.get("rss_mb"), w.get("private_mb"), w.get("gpu_memory_mb"), w.get("command"))
-             for w in workers["workers"]],
-        )], lines=[f"supervisor pid {workers.get('supervisor_pid')}" if workers.get("supervisor_pid")
-                   else "single-process server"]))
+    if metrics.load is not None:
+        out.extend(load_sections(replace(result, command="load", metrics=metrics.load.to_dict())))
+    out.append(loop_section(service))
+    workers = workers_section(service.workers)
+    if workers is not None:
+        out.append(workers)
     return out
+
+
+def _service_lines(service: ProfileService) -> list[str]:
+    answered = (f"the server answered {service.ready_url} after {format_value(service.ready_s)} s"
+                if service.ready_s is not None else f"the server never answered {service.ready_url}")
+    stopped = service.stop_exit_status
+    lines = [f"load URL {service.load_url}; {answered}"
+             + (f"; exit status after stop {stopped}" if stopped is not None else "")]
+    if service.s001_not_judged:
+        lines.append(f"S001 not judged: {service.s001_not_judged}")
+    return lines
+
+
+def loop_section(service: ProfileService) -> Section:
+    """How the server was reached and stopped, and its event loop per process after start-up."""
+    lines = _service_lines(service)
+    loops = service.loop
+    if not loops:
+        return Section(LOOP_TITLE, lines=[*lines, "no event loop was seen in the server"])
+    if any(x.probes for x in loops):
+        lines.append("busy: share of probes that found the user's code running on the loop")
+    return Section(LOOP_TITLE, tables=[Table(
+        ("pid", "lag p50 ms", "lag p99 ms", "lag max ms", "stalls", "blocked s", "busy", "blocked by"),
+        [(str(x.pid), x.lag_p50_ms, x.lag_p99_ms, x.lag_max_ms, x.stall_count, x.blocked_s, _share(x), _site(x))
+         for x in loops],
+    )], lines=lines)
+
+
+def workers_section(layout: ServerWorkers | None) -> Section | None:
+    """The server's worker processes and their memory."""
+    if layout is None or not layout.workers:
+        return None
+    return Section("Worker processes", tables=[Table(
+        ("pid", "RSS MB", "private MB", "GPU MB", "command"),
+        [(str(w.pid), w.rss_mb, w.private_mb, w.gpu_memory_mb, w.command) for w in layout.workers],
+    )], lines=[f"supervisor pid {layout.supervisor_pid}" if layout.supervisor_pid else "single-process server"])
