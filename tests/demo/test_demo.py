@@ -40,7 +40,11 @@ def test_demo_runs_the_method_and_writes_the_report(cli, tmp_path: Path, result_
         result_validator(before)
         result_validator(after)
         codes = {f["code"] for f in before["findings"]}
-        assert set(scenario.expected) <= codes, (scenario.name, codes)
+        expected = set(scenario.expected)
+        if ((before["metrics"].get("service") or {}).get("s001_not_judged")):
+            # a machine whose cores were all busy (other jobs) cannot show serving one at a time: said, not guessed
+            expected.discard("S001")
+        assert expected <= codes, (scenario.name, codes)
         assert after["note"] == scenario.fix_note
         after_codes = {f["code"] for f in after["findings"]}
         assert not set(scenario.expected) & after_codes, (scenario.name, after_codes)

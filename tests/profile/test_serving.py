@@ -13,6 +13,7 @@ import pytest
 from infradoctor.procs import free_port, wait_for_http
 from infradoctor.profile.launcher import ProfileOptions, start_profiled
 from infradoctor.profile.result import build_result
+from infradoctor.profile.rules import RuleOptions
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -55,7 +56,9 @@ def test_server_that_loads_its_model_per_request(tmp_path: Path, result_validato
         assert proc.stop() == 0  # uvicorn shuts down cleanly on SIGINT
         evidence = proc.collect()
     assert evidence.stop_reason == "stopped"
-    result = build_result(evidence, started_at="2026-11-29T10:00:00Z")
+    # judged as profile --load-url judges a server: per request (one sample per request is the API: P002 low)
+    result = build_result(evidence, started_at="2026-11-29T10:00:00Z",
+                          rule_options=RuleOptions(serving=True, requests=25))
     result_validator(result)
     assert not result.errors
     assert result.metrics["steps"]["boundary"] == "forward"  # one step per request

@@ -96,7 +96,8 @@ def test_server_rules_count_per_request_and_ignore_idle_time(tmp_path: Path) -> 
 
 def test_async_endpoint_blocking_is_s001_and_s002_at_the_line(tmp_path: Path) -> None:
     result, script = run_server(tmp_path, apps.BLOCKING_ASYNC_SERVER, [1, 4])
-    assert {"S001", "S002"} <= codes(result)
+    busy_machine = result.metrics["service"].get("s001_not_judged")  # other jobs filled the cores: not judged
+    assert ({"S002"} if busy_machine else {"S001", "S002"}) <= codes(result)
     s002 = finding(result, "S002")
     assert s002.location is not None
     # the line of the async def endpoint that blocks (where to_thread goes); the stack shows the sleep under it
