@@ -99,6 +99,12 @@ def test_flat_throughput_is_not_s001_when_the_server_ran_in_parallel_or_the_mach
         assert "S001" not in {f.code for f in result.findings}
         assert said in result.metrics["service"]["s001_not_judged"]
         assert said in render(result, "md")
+    # ... unless the server's own code held its event loop (S002): then it serves one request at a time whatever
+    # the machine does
+    busy = {**base, "cpu_at_peak_load": {"server_cpu_percent": 72.0, "machine_cpu_percent": 100.0, "cores": 2}}
+    result = merge_results(profile_result(), load_metrics(), [loop_evidence()], None, busy, duration_s=1.0)
+    assert {"S001", "S002"} <= {f.code for f in result.findings}
+    assert result.metrics["service"].get("s001_not_judged") is None
 
 
 def test_without_load_or_service_evidence() -> None:

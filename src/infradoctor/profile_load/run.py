@@ -262,10 +262,15 @@ def _merge_headline(load: LoadHeadline | None, profile: ProfileHeadline, loops: 
     return replace(profile, **{k: v for k, v in service.items() if v is not None})
 
 
-def _load_findings(load: LoadMetrics, cpu: ServiceCpu | None) -> tuple[list[Finding], str | None]:
-    """The load rules' findings, and why S001 was not judged (None when it was)."""
+def _load_findings(load: LoadMetrics, cpu: ServiceCpu | None, loop_blocked: bool) -> tuple[list[Finding], str | None]:
+    """The load rules' findings, and why S001 was not judged (None when it was).
+
+    A server whose event loop was held by its own code (S002) serves one request at a time whatever the machine
+    does: S001 stands. Otherwise flat throughput says nothing when the server used more than a core, or when the
+    machine's cores were all busy.
+    """
     findings = diagnose_load(load)
-    why = _not_serialized(cpu)
+    why = None if loop_blocked else _not_serialized(cpu)
     if why is None or not any(f.code == "S001" for f in findings):
         return findings, None
     return [f for f in findings if f.code != "S001"], why
@@ -295,11 +300,13 @@ def merge_results(
         load_metrics if isinstance(load_metrics, LoadMetrics) else None)
     info = ProfileService.from_dict(service)
     findings = list(profile_result.findings)
+    service_findings = _service_findings(loops, layout, cwd)
     not_judged = None
     if load is not None:
-        load_findings, not_judged = _load_findings(load, info.cpu_at_peak_load)
+        blocked = any(f.code == "S002" for f in service_findings)
+        load_findings, not_judged = _load_findings(load, info.cpu_at_peak_load, blocked)
         findings.extend(load_findings)
-    findings.extend(_service_findings(loops, layout, cwd))
+    findings.extend(service_findings)
     metrics = replace(
         profile,
         headline=_merge_headline(load.headline if load else None, profile.headline, loops, layout),
