@@ -73,15 +73,15 @@ _ROLES = (ROLE_TIME, ROLE_STATUS, ROLE_REQUEST_TIME, ROLE_UPSTREAM, ROLE_UPSTREA
 # Group keys (raw strings, columns named after roles) of the queries that see every line. Few keys per query keep
 # the number of distinct groups (and so the Python decoding) small.
 _REQUEST_KEYS = (ROLE_STATUS, ROLE_REQUEST_TIME, "served")
-# fail_request (the request time of failing requests, for timeout inference) rides with the upstream groups: no
-# time in the key, so the groups stay bounded by distinct durations, not by failing lines.
-_UPSTREAM_KEYS = (ROLE_STATUS, ROLE_UPSTREAM, ROLE_UPSTREAM_STATUS, ROLE_UPSTREAM_TIME, ROLE_ATTEMPTS, ROLE_FLAGS,
-                  "fail_request")
+_UPSTREAM_KEYS = (ROLE_STATUS, ROLE_UPSTREAM, ROLE_UPSTREAM_STATUS, ROLE_UPSTREAM_TIME, ROLE_ATTEMPTS)
+# Request times of failing requests (timeout inference): groups bounded by distinct durations, not failing lines.
+_DURATION_KEYS = (ROLE_STATUS, ROLE_UPSTREAM, ROLE_FLAGS, ROLE_REQUEST_TIME)
 _OVERHEAD_KEYS = ("overhead_ms",)
 # Router time of lines whose numbers polars does not read as the Python engine does (rare: decoded in Python).
 _ODD_OVERHEAD_KEYS = (ROLE_REQUEST_TIME, ROLE_UPSTREAM, ROLE_UPSTREAM_STATUS, ROLE_UPSTREAM_TIME)
 _TIMELINE_KEYS = ("tkey", ROLE_STATUS, "fail_addr", ROLE_FLAGS)
-_KEYS = {"requests": _REQUEST_KEYS, "upstreams": _UPSTREAM_KEYS, "overhead": _OVERHEAD_KEYS,
+_KEYS = {"requests": _REQUEST_KEYS, "upstreams": _UPSTREAM_KEYS, "durations": _DURATION_KEYS,
+         "overhead": _OVERHEAD_KEYS,
          "odd_overhead": _ODD_OVERHEAD_KEYS, "timeline": _TIMELINE_KEYS}
 
 
@@ -342,6 +342,9 @@ def _place(segment: list[Token], k: int, multi_simple: bool) -> tuple[int, str, 
     less ``after`` (only literals follow it). That holds when every variable before it has no space and a space
     separates the last one from it.
     """
+    if sum(isinstance(t, Var) for t in segment) == 1:  # the column less its literals
+        return 0, "".join(t for t in segment[:k] if isinstance(t, str)), "".join(
+            t for t in segment[k + 1:] if isinstance(t, str)), True
     spaces, run, after_var = 0, "", False
     for token in segment[:k]:
         if isinstance(token, Var):
@@ -363,6 +366,40 @@ def _place(segment: list[Token], k: int, multi_simple: bool) -> tuple[int, str, 
     if _space_free(segment[k], multi_simple) and " " in follow:
         return spaces, before, follow[: follow.index(" ")], False
     return (spaces, before, follow, True) if last else None
+
+
+def _strict_fields(layout: AccessLayout) -> dict[str, tuple[str, int]]:
+    """Role -> (pattern, width) of the fields whose writer gives them one width.
+
+    Those are nginx's 3-digit ``$status`` and its ``$time_local``, and Envoy's default ``START_TIME`` (milliseconds,
+    UTC). Polars checks these fields with the stricter pattern and cuts them by position; a line that does not match it
+    (a field the layout's looser pattern reads) goes to the Python line router, which reads it as before.
+    """
+    strict: dict[str, tuple[str, int]] = {}
+    if layout.router == "nginx":
+        strict[ROLE_STATUS] = (r"\d{3}", 3)
+    if layout.time_kind == TIME_LOCAL:  # 29/Nov/2026:10:00:00 +0000
+        strict[ROLE_TIME] = (r"\d\d/[A-Z][a-z]{2}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4}", 26)
+    elif layout.time_kind == TIME_ISO and layout.router == "envoy":  # 2026-11-29T10:00:00.000Z
+        strict[ROLE_TIME] = (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", 24)
+    return strict
+
+
+def _fixed(text: Any, segment: list[Token], roles: list[str], strict: dict[str, tuple[str, int]]) -> dict[str, Any]:
+    """A slice for each role of a checked column that has one width (``strict``) and literals only before or after."""
+    fields: dict[str, Any] = {}
+    for role in roles:
+        if role not in strict:
+            continue
+        k = next(i for i, t in enumerate(segment) if isinstance(t, Var) and t.role == role)
+        width = strict[role][1]
+        before, after = segment[:k], segment[k + 1:]
+        if all(isinstance(t, str) for t in before):
+            fields[role] = text.str.slice(sum(len(t) for t in before if isinstance(t, str)), width)
+        elif all(isinstance(t, str) for t in after):
+            tail = text.str.tail(width + sum(len(t) for t in after if isinstance(t, str)))
+            fields[role] = tail.str.head(width)
+    return fields
 
 
 class _Columns:
@@ -505,6 +542,7 @@ class _Plan:
         # no column after it.
         ok = pl.col(f"c{n - 1}").is_not_null() & pl.col(f"c{n}").is_null()
         fast, exact = _Columns(pl), _Columns(pl)
+        strict = _strict_fields(layout)
         fast_fields: dict[str, Any] = {}
         exact_fields: dict[str, Any] = {}
         simple: Any = None
@@ -522,22 +560,30 @@ class _Plan:
                 texts[f"t{index}"] = column.fill_null("")  # an empty column is null
                 name = f"t{index}"
             text = pl.col(name)
-            if roles and len(segment) > 1 and _one_pass(segment):  # one regex pass: check and capture
-                fields, check = _capture(fast, text, name, segment, roles)
-                _capture(exact, text, name, segment, roles)
+            segment = [Var(t.name, t.role, strict[t.role][0]) if isinstance(t, Var) and t.role in roles
+                       and t.role in strict else t for t in segment]
+            fields = _fixed(text, segment, roles, strict)
+            rest = [role for role in roles if role not in fields]
+            several = sum(isinstance(t, Var) for t in segment) > 1
+            if rest and several and _one_pass(segment):  # one regex pass: check and capture
+                groups, check = _capture(fast, text, name, segment, rest)
+                _capture(exact, text, name, segment, rest)
                 ok = ok & check
+                fields.update(groups)
                 fast_fields.update(fields)
                 exact_fields.update(fields)
                 continue
             check = _check(pl, text, segment)
             if check is not None:
                 ok = ok & check
-            if not roles:
+            fast_fields.update(fields)
+            exact_fields.update(fields)
+            if not rest:
                 continue
-            cut, captured = _cut(exact, text, name, segment, roles, multi_simple=False)
+            cut, captured = _cut(exact, text, name, segment, rest, multi_simple=False)
             exact_fields.update(cut)
             multi = bool(captured) and any(isinstance(t, Var) and t.pattern == MULTI_VALUE for t in segment)
-            quick, fewer = _cut(fast, text, name, segment, roles, multi_simple=multi)
+            quick, fewer = _cut(fast, text, name, segment, rest, multi_simple=multi)
             if len(fewer) < len(captured):  # on lines without nginx's separators a multi-value is one value
                 one = ~text.str.contains(MULTI_SPLIT.pattern)
                 simple = one if simple is None else simple & one
@@ -626,8 +672,7 @@ class _Plan:
             unread = (rows if ordered else rows.sort()).to_list()
         fail = pl.col("_fail")
         parsed = good.lazy().with_columns(served=self._served_expr(good), _fail=self.may_fail).with_columns(
-            fail_addr=pl.when(fail).then(pl.col(ROLE_UPSTREAM)),
-            fail_request=pl.when(fail).then(pl.col(ROLE_REQUEST_TIME)))
+            fail_addr=pl.when(fail).then(pl.col(ROLE_UPSTREAM)))
         for stage in self._router_stages():
             parsed = parsed.with_columns(**stage)
         parsed = parsed.collect().lazy()  # once, for every query below
@@ -635,6 +680,7 @@ class _Plan:
         queries = {
             "requests": parsed.group_by(*_REQUEST_KEYS).agg(n=pl.len()),
             "upstreams": parsed.group_by(*self.upstream_keys).agg(n=pl.len()),
+            "durations": failing.group_by(*_DURATION_KEYS).agg(n=pl.len()),
             "overhead": self._overhead_groups(parsed),
             "timeline": self._timeline(parsed),
             "examples": (failing if ordered else failing.sort("row")).group_by(
@@ -684,7 +730,7 @@ class _Plan:
         addr = pl.col(ROLE_UPSTREAM)
         one = addr.is_not_null() & (addr != "-") if decoder.has_upstream else pl.lit(True)
         if not decoder.is_envoy:  # nginx: one try (no separators in the multi-value fields)
-            for role in (ROLE_UPSTREAM_TIME, ROLE_UPSTREAM, ROLE_UPSTREAM_STATUS):
+            for role in (ROLE_UPSTREAM, ROLE_UPSTREAM_STATUS):  # several upstream times: not a number to polars
                 if role in self.layout.roles:
                     one = one & ~pl.col(role).str.contains(MULTI_SPLIT.pattern).fill_null(False)
         scaled = {"_r": pl.col(ROLE_REQUEST_TIME).cast(pl.Float64, strict=False) * self.layout.request_scale,
@@ -825,10 +871,10 @@ def _merge(decoder: RequestDecoder, tables: dict[str, Any], stats: LogStats) -> 
     for status, request, served, n in _rows(tables["requests"]):
         parsed += n
         decoder.add_request_time(stats, status, request, bool(served), n)
-    for status, addr, ustatus, utime, attempts, flags, fail_request, n in _rows(tables["upstreams"]):
+    for status, addr, ustatus, utime, attempts, n in _rows(tables["upstreams"]):
         decoder.add_upstreams(stats, status, addr, ustatus, utime, attempts, n)
-        if fail_request is not None:
-            decoder.add_durations(stats, status, addr, flags, fail_request, n)
+    for status, addr, flags, request, n in _rows(tables["durations"]):
+        decoder.add_durations(stats, status, addr, flags, request, n)
     for overhead_ms, n in _rows(tables["overhead"]):
         stats.overhead_hist[overhead_ms] += n
     for request, addr, ustatus, utime, n in _rows(tables["odd_overhead"]):
