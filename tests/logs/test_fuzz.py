@@ -89,3 +89,20 @@ def test_hostile_inputs_take_linear_time(name: str) -> None:
         if elapsed > LINEAR_LIMIT_S:
             slow[target] = round(elapsed, 2)
     assert not slow, f"{name}: {slow} s for {len(text)} characters"
+
+
+def test_variables_side_by_side_in_a_format_string_stay_linear() -> None:
+    # found by the long fuzz run (bench_logs_fuzz format_strings, case 41368 of seed 17: a Java stack trace with
+    # '$ConditionObject$...' read as an nginx format): k variables side by side backtracked in O(n^k), 24 minutes
+    # for one 2 KB line
+    import time
+
+    from infradoctor.logs.formats.layout import compile_envoy, compile_nginx
+
+    nginx = compile_nginx("$a$b$c$d$e$f$g$h end")
+    envoy = compile_envoy("%PROTOCOL%%RESPONSE_CODE%%RESPONSE_FLAGS%%DURATION%%BYTES_SENT%%UPSTREAM_HOST% end")
+    line = "x" * 4000 + " no"
+    start = time.perf_counter()
+    assert nginx.line_regex().match(line) is None and envoy.line_regex().match(line) is None
+    assert time.perf_counter() - start < 1.0
+    assert nginx.line_regex().match("abc end") is not None  # the first variable takes the run

@@ -211,19 +211,33 @@ class AccessLayout:
         return re.compile("^" + tokens_regex(self.tokens) + "$")
 
 
+_GENERIC_PATTERNS = frozenset({'[^ "]*', '[^"]*', '[^"]*?'})
+"""Patterns of variables that take any run of characters of a class: two of them side by side cannot be told
+apart, and k in a row backtrack in O(n^k) on a line that does not fit (``$a$b$c$d`` in a format string)."""
+
+
 def tokens_regex(tokens: list[Token] | tuple[Token, ...], capture: frozenset[str] | None = None) -> str:
-    """Regex text for a token sequence; roles (all, or those in ``capture``) become named groups once each."""
+    """Regex text for a token sequence; roles (all, or those in ``capture``) become named groups once each.
+
+    A variable right after another one (no literal between) of a generic pattern matches nothing: the first takes
+    the run (they cannot be told apart), and the regex stays linear.
+    """
     parts: list[str] = []
     seen: set[str] = set()
+    previous_generic = False
     for token in tokens:
         if isinstance(token, str):
             parts.append(re.escape(token))
+            previous_generic = False
             continue
+        generic = token.pattern in _GENERIC_PATTERNS
+        pattern = "" if generic and previous_generic else token.pattern
+        previous_generic = generic
         if token.role and token.role not in seen and (capture is None or token.role in capture):
             seen.add(token.role)
-            parts.append(f"(?P<{token.role}>{token.pattern})")
+            parts.append(f"(?P<{token.role}>{pattern})")
         else:
-            parts.append(f"(?:{token.pattern})")
+            parts.append(f"(?:{pattern})")
     return "".join(parts)
 
 
