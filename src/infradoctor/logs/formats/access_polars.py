@@ -543,6 +543,7 @@ class _Plan:
         ok = pl.col(f"c{n - 1}").is_not_null() & pl.col(f"c{n}").is_null()
         fast, exact = _Columns(pl), _Columns(pl)
         strict = _strict_fields(layout)
+        simple_roles: set[str] = set()
         fast_fields: dict[str, Any] = {}
         exact_fields: dict[str, Any] = {}
         simple: Any = None
@@ -587,11 +588,14 @@ class _Plan:
             if len(fewer) < len(captured):  # on lines without nginx's separators a multi-value is one value
                 one = ~text.str.contains(MULTI_SPLIT.pattern)
                 simple = one if simple is None else simple & one
+                simple_roles.update(rest)
             fast_fields.update(quick)
         self.texts = texts
         self.ok = ok.fill_null(False)
         self.simple = simple.fill_null(True) if simple is not None else None
         """Lines the fast columns read (None: all); the exact ones read every line."""
+        self.simple_roles = frozenset(simple_roles)
+        """Roles that are one value on the lines :attr:`simple` selects (column ``_plain`` says it on each line)."""
         none = pl.lit(None, pl.String)
         self.fast = (fast, {role: fast_fields.get(role, none) for role in _ROLES})
         self.exact = (exact, {role: exact_fields.get(role, none) for role in _ROLES})
@@ -644,18 +648,22 @@ class _Plan:
         if chunk.cut_last:
             frame = frame.head(frame.height - 1)
 
-        def fields(frame: Any, plan: tuple[_Columns, dict[str, Any]]) -> Any:
+        def fields(frame: Any, plan: tuple[_Columns, dict[str, Any]], plain: Any = None) -> Any:
             columns, roles = plan
             if columns.splits:
                 frame = frame.with_columns(**columns.splits)
-            return frame.select("row", ok=self.ok, **roles)
+            frame = frame.select("row", ok=self.ok, **roles)
+            return frame if plain is None else frame.with_columns(_plain=plain)
 
         if self.simple is None:
             return fields(frame.lazy(), self.fast).collect()
         # most lines have one upstream try (their multi-values are single values): cut them by spaces
         simple = frame.select(self.simple).to_series()
-        return pl.concat([fields(frame.filter(simple).lazy(), self.fast),
-                          fields(frame.filter(~simple).lazy(), self.exact)]).collect()
+        several = pl.lit(False)
+        for role in self.simple_roles:
+            several = several | pl.col(role).str.contains(MULTI_SPLIT.pattern).fill_null(False)
+        return pl.concat([fields(frame.filter(simple).lazy(), self.fast, pl.lit(True)),
+                          fields(frame.filter(~simple).lazy(), self.exact, ~several)]).collect()
 
     def read(self, chunk: _Chunk) -> _Read:
         """One chunk's group tables, unread rows and example rows."""
@@ -731,7 +739,9 @@ class _Plan:
         one = addr.is_not_null() & (addr != "-") if decoder.has_upstream else pl.lit(True)
         if not decoder.is_envoy:  # nginx: one try (no separators in the multi-value fields)
             for role in (ROLE_UPSTREAM, ROLE_UPSTREAM_STATUS):  # several upstream times: not a number to polars
-                if role in self.layout.roles:
+                if role in self.simple_roles:
+                    one = one & pl.col("_plain")
+                elif role in self.layout.roles:
                     one = one & ~pl.col(role).str.contains(MULTI_SPLIT.pattern).fill_null(False)
         scaled = {"_r": pl.col(ROLE_REQUEST_TIME).cast(pl.Float64, strict=False) * self.layout.request_scale,
                   "_u": pl.col(ROLE_UPSTREAM_TIME).cast(pl.Float64, strict=False) * self.layout.upstream_scale,
