@@ -149,6 +149,10 @@ def plan_command(argv: Sequence[str], cwd: str | None = None) -> LaunchPlan:
     return LaunchPlan((resolved, *interpreter_opts, "-m", "infradoctor.profile.runner", *rest), "runner")
 
 
+MAIN_PSS_INTERVAL_S = 5.0
+"""The main process's PSS is read at most this often (see ``_SystemSampler._tree_pss``)."""
+
+
 def _add_pss(total: int | None, proc: psutil.Process) -> int | None:
     """``total`` plus the process's PSS; None once a process's PSS cannot be read (the tree's sum is unknown)."""
     if total is None:
@@ -190,6 +194,9 @@ class _SystemSampler(threading.Thread):
         """Peak RSS of the main process (summing RSS over forked workers would count shared pages per worker)."""
         self.max_tree_pss = 0
         """Peak proportional set size of the whole tree (each shared page split among the processes sharing it)."""
+        self.main_pss: int | None = None
+        self.main_pss_rss = 0
+        self.main_pss_at = 0.0
         self.nvml: NvmlQuery | None = None
         self.gpus: list[Any] = []
         self.procs: dict[int, psutil.Process] = {}
@@ -217,13 +224,35 @@ class _SystemSampler(threading.Thread):
         except psutil.Error:
             return []
 
+    def _tree_pss(self, tree: list[psutil.Process], main_rss: int, children_pss: int | None) -> int | None:
+        """The tree's PSS: the children's (read each sample) and the main process's.
+
+        Reading PSS walks a process's page tables under its memory-map lock, which slows a workload that maps and
+        unmaps buffers (torch's large tensors): the main process's PSS is read at most every
+        ``MAIN_PSS_INTERVAL_S`` and follows its RSS in between; alone in its tree, its RSS stands for it.
+        """
+        if not tree or not main_rss:
+            return None
+        if len(tree) == 1:
+            return main_rss
+        if children_pss is None:
+            return None
+        now = time.monotonic()
+        if self.main_pss is None or now - self.main_pss_at >= MAIN_PSS_INTERVAL_S:
+            root = self.procs.get(self.pid)
+            read = _add_pss(0, root) if root is not None else None
+            if read is None:
+                return None
+            self.main_pss, self.main_pss_rss, self.main_pss_at = read, main_rss, now
+        return max(0, self.main_pss + main_rss - self.main_pss_rss) + children_pss
+
     def sample(self, last_t: float) -> float:
         now = time.monotonic()
         cores = tuple(float(x) for x in psutil.cpu_percent(percpu=True))
         cpu_total = 0.0
         main_rss = 0
         tree = self._tree()
-        pss_total: int | None = 0 if tree else None
+        children_pss: int | None = 0
         for proc in tree:
             with contextlib.suppress(psutil.Error):
                 times = proc.cpu_times()
@@ -232,8 +261,9 @@ class _SystemSampler(threading.Thread):
                 self.cpu_prev[proc.pid] = total
                 if proc.pid == self.pid:
                     main_rss = proc.memory_info().rss
-            if pss_total is not None:
-                pss_total = _add_pss(pss_total, proc)
+            if proc.pid != self.pid:
+                children_pss = _add_pss(children_pss, proc)
+        pss_total = self._tree_pss(tree, main_rss, children_pss)
         self.max_rss = max(self.max_rss, main_rss)
         if pss_total:
             self.max_tree_pss = max(self.max_tree_pss, pss_total)

@@ -54,7 +54,11 @@ RETENTION_MAX_LIVE = 2000
 ALLOC_DUTY_CYCLE = 0.02
 """Share of run time that allocation-site sampling (a TorchDispatchMode over one step) may take."""
 GROWTH_WINDOW = 5
-"""Memory readings that must rise (by GROWTH_SUSPECT_BYTES) before allocation sites are sampled."""
+"""Memory readings that must rise (by GROWTH_SUSPECT_BYTES, all but one of their steps up) before allocation sites
+are sampled: a leak rises reading after reading; a one-time allocation (an optimizer's state on its first step)
+jumps once and stays flat, and must not pay the sampler's one-time import of ~800 modules (1-2 s of CPU)."""
+GROWTH_AFTER_STEPS = 10
+"""Steps before growth is suspected at all (warm-up allocates)."""
 GROWTH_SUSPECT_BYTES = 2 * 1024 * 1024
 """Rise over the window that makes growth suspect."""
 GRAPH_KEY = "_infradoctor_graph"
@@ -289,8 +293,11 @@ class Recorder:
             window.append(heap)
             if len(window) > GROWTH_WINDOW:
                 del window[0]
-                rising = all(b >= a for a, b in zip(window, window[1:], strict=False))
-                self.growth_suspect = rising and window[-1] - window[0] >= GROWTH_SUSPECT_BYTES
+                rises = sum(1 for a, b in zip(window, window[1:], strict=False) if b > a)
+                falls = any(b < a for a, b in zip(window, window[1:], strict=False))
+                self.growth_suspect = (self.steps_total >= GROWTH_AFTER_STEPS and not falls
+                                       and rises >= len(window) - 2
+                                       and window[-1] - window[0] >= GROWTH_SUSPECT_BYTES)
         if self.cuda_in_use():
             try:
                 record["cuda_alloc"] = int(state.torch.cuda.memory_allocated())
