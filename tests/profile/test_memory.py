@@ -70,3 +70,38 @@ def test_a_model_built_per_call_is_freed_at_once_under_the_profiler(tmp_path: Pa
     result = profile_run([sys.executable, str(script)], ProfileOptions(), RuleOptions(cwd=str(tmp_path)))
     assert result.exit_status == 0
     assert result.metrics["steps"]["forwards"] >= 50  # the models were instrumented
+
+
+def test_forked_loader_workers_do_not_multiply_peak_memory(tmp_path: Path) -> None:
+    # issue 18: 300 MB built before the DataLoader forks 2 workers is shared with them (copy on write); summing RSS
+    # over the tree counted it three times. peak_rss_mb is the main process's; the tree's PSS counts shared pages once.
+    script = tmp_path / "forked.py"
+    script.write_text(textwrap.dedent("""
+        import time, torch
+        from torch.utils.data import DataLoader, Dataset
+
+        big = torch.ones(75_000_000)  # 300 MB, written: resident in the parent before the fork
+
+        class Slow(Dataset):
+            def __len__(self):
+                return 96
+            def __getitem__(self, i):
+                time.sleep(0.02)
+                return torch.zeros(4)
+
+        if __name__ == "__main__":
+            model = torch.nn.Linear(4, 1)
+            loader = DataLoader(Slow(), batch_size=8, num_workers=2, multiprocessing_context="fork")
+            with torch.no_grad():
+                for x in loader:
+                    model(x)
+            print(float(big[0]))
+    """), encoding="utf-8")
+    result = profile_run([sys.executable, str(script)], ProfileOptions(sample_interval_s=0.1),
+                         RuleOptions(cwd=str(tmp_path)), timeout_s=100)
+    assert result.exit_status == 0, result.errors
+    memory = result.metrics["memory"]
+    assert memory["child_processes"] >= 2
+    assert 300 <= memory["peak_rss_mb"] < 700  # the main process: the 300 MB once, not once per worker
+    assert memory["peak_tree_pss_mb"] is not None and memory["peak_tree_pss_mb"] < 900  # summed RSS: about 1,600
+    assert result.metrics["headline"]["peak_tree_pss_mb"] == memory["peak_tree_pss_mb"]
