@@ -9,6 +9,7 @@ client's ``data_received``.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -123,4 +124,6 @@ def test_ctrl_c_inside_a_transport_callback_interrupts_without_uvloop_noise(tmp_
     run = subprocess.run([sys.executable, str(script), url], capture_output=True, text=True, timeout=60,
                          start_new_session=True, preexec_fn=_as_from_a_terminal)
     assert "Fatal error on transport" not in run.stderr and "Traceback" not in run.stderr, run.stderr
-    assert run.stdout.startswith("interrupted after 20 reads"), run.stdout + run.stderr
+    # the signal lands in the 20th read; uvloop may hand it to Python one callback later
+    reads = re.match(r"interrupted after (\d+) reads", run.stdout)
+    assert reads is not None and 20 <= int(reads.group(1)) <= 25, run.stdout + run.stderr

@@ -232,11 +232,12 @@ def test_r001_allows_for_a_host_short_of_cpu() -> None:
     assert by_code(slightly, "R001") and by_code(slightly, "R001")[0].evidence["host_allowance_ms"] == 0.4
 
 
-def _stats(kind: str, counters: dict[str, float], gauges: dict[str, float] | None = None):
+def _stats(kind: str, counters: dict[str, float], gauges: dict[str, float] | None = None,
+           limits: dict[str, float] | None = None):
     from infradoctor.telemetry.evidence import GaugeSeries, RouterEvidence, RouterWindow
 
     window = RouterWindow(f"http://{kind}-admin", kind, f"{kind}-json", 3, 0, counters=counters,
-                          gauges={k: GaugeSeries(v, v, v) for k, v in (gauges or {}).items()})
+                          gauges={k: GaugeSeries(v, v, v) for k, v in (gauges or {}).items()}, limits=limits or {})
     return RouterEvidence(window, client_requests=300)
 
 
@@ -298,3 +299,18 @@ def test_r001_is_silent_when_the_router_retried() -> None:
     ev = evidence(Scenario([BackendSpec(B1), BackendSpec(B2)], router_ms=5))
     retried = RouteEvidence(**{**ev.__dict__, "retries": Retries("upstream-list", 400, 520, 100)})
     assert "R001" not in codes_of(retried) and "R005" in codes_of(retried)
+
+
+def test_r009_a_full_queue_held_its_limit_though_the_sampled_gauge_missed_it() -> None:
+    """Envoy's pending gauge is read every few hundred ms; a queue of 2 fills and drains between reads, but each
+    overflow proves the queue was full (CI saw 'up to 0 waiting' beside 120 refusals)."""
+    refused = _stats("envoy", {"requests": 180, "pending_overflow": 120, "pending_total": 180},
+                     {"pending_active": 0.0}, {"max_pending_requests": 2, "max_connections": 1})
+    (f,) = by_code(refused, "R009")
+    assert f.evidence["pending_max"] == 2 and f.evidence["rejected"] == 120
+    assert "up to 2 waiting" in f.title and "(limit 2)" in f.title
+    # no limit reported: at least one waited
+    (g,) = by_code(_stats("envoy", {"requests": 180, "pending_overflow": 5}), "R009")
+    assert g.evidence["pending_max"] == 1
+    # new connections alone (pending_total without a queue seen or refused) are no queueing
+    assert by_code(_stats("envoy", {"requests": 300, "pending_total": 40}), "R009") == []

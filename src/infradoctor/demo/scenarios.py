@@ -61,7 +61,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         title="a training loop starved by its data loading",
         sick="train_sick.py",
         fixed="train_fixed.py",
-        fix_note="DataLoader(num_workers=4, persistent_workers=True, prefetch_factor=4) so decoding overlaps compute.",
+        fix_note="DataLoader(num_workers=8, persistent_workers=True, prefetch_factor=4) so decoding overlaps compute.",
         args=("40",),
         expected=("P001",),
     ),

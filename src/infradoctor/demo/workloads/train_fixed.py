@@ -1,4 +1,8 @@
-"""Training loop after the fix: four loader workers overlap decoding with compute."""
+"""Training loop after the fix: eight loader workers overlap decoding with compute.
+
+Eight is P001's advice: a batch takes ~39 ms to fetch and a step ~8 ms to compute, so five fetching side by side
+keep up and eight keep ahead (four, tried first, left the loop waiting 35% of each step on a fast machine).
+"""
 
 import sys
 import time
@@ -36,7 +40,7 @@ def main() -> None:
         DecodedRecords(STEPS * 64),
         batch_size=64,
         shuffle=True,
-        num_workers=4,
+        num_workers=8,
         persistent_workers=True,
         prefetch_factor=4,
     )

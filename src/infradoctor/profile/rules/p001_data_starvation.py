@@ -21,7 +21,9 @@ How it is measured:
     The advice fits the machine: ``num_workers`` up to one less than the cores (at most 8); ``pin_memory``
     only where a GPU is in use (pinned memory only speeds host-to-device copies); items that wait
     (``IO_WAIT_SHARE`` of their fetch time off the CPU, from the fetching thread's CPU time) overlap in more
-    workers than cores (twice the cores, 4 to 8); ``persistent_workers`` only
+    workers than cores: enough that a batch arrives within each step's compute time, ``HEADROOM`` times the fetch
+    time per batch over the compute time per step (2 to ``MAX_IO_WORKERS``; twice the cores, 4 to 8, when the item
+    time is unknown); ``persistent_workers`` only
     for a loader iterated more than once; and where the cores were already busy (``BUSY_CPU_PERCENT`` on
     average) or the loader already has a worker per spare core, more workers cannot help: the item itself must
     get cheaper.
@@ -33,6 +35,7 @@ Fix:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -60,6 +63,10 @@ IO_WAIT_SHARE = 0.5
 """Items that spend this share of their fetch time off the CPU (I/O, sleeps) wait rather than compute."""
 BUSY_CPU_PERCENT = 90.0
 """Mean CPU use over all cores from which the machine has no core to spare for more workers."""
+HEADROOM = 1.5
+"""Workers suggested for waiting items: this many times the fetch time per batch over the compute time per step."""
+MAX_IO_WORKERS = 32
+"""At most this many workers suggested for waiting items (each is a process holding a copy of the dataset object)."""
 
 
 @RULE.check(ProfileAnalysis, RuleOptions)
@@ -84,15 +91,26 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     waits = _waiting_share(fetch)
     io_bound = waits is not None and waits >= IO_WAIT_SHARE
     # items that wait (I/O, sleeps) overlap in more workers than cores; CPU-bound items need a core each
-    spare = min(8, max(4, 2 * (analysis.cores or 2))) if io_bound else suggested_workers(analysis.cores)
+    step_ms = analysis.steady_time_s * 1000 / len(analysis.steady)
+    needed = _workers_to_keep_up(item_ms, loader.batch_size, step_ms - wait_ms)
+    if io_bound:
+        spare = needed if needed is not None else min(8, max(4, 2 * (analysis.cores or 2)))
+    else:
+        spare = suggested_workers(analysis.cores)
     where_built = f" built at {loc}" if loc else ""
     if not io_bound and ((cpu is not None and cpu >= BUSY_CPU_PERCENT) or workers >= spare):
         busy = f"the {analysis.cores or '?'} cores were {cpu:.0f}% busy" if cpu is not None else "no core is spare"
         fix = (f"More workers cannot help here ({busy}; the DataLoader{where_built} has {workers}): make each item "
                "cheaper")
     else:
-        why = (f"items spend {waits:.0%} of their time waiting, not computing" if io_bound
-               else f"this machine has {analysis.cores or '?'} cores")
+        if io_bound and needed is not None and item_ms is not None and loader.batch_size and needed > workers:
+            why = (f"items spend {waits:.0%} of their time waiting, not computing; a batch takes "
+                   f"{item_ms * loader.batch_size:.1f} ms to fetch and a step {step_ms - wait_ms:.1f} ms to compute, "
+                   f"so {needed} fetching at once keep ahead with {HEADROOM - 1:.0%} to spare")
+        elif io_bound:
+            why = f"items spend {waits:.0%} of their time waiting, not computing"
+        else:
+            why = f"this machine has {analysis.cores or '?'} cores"
         changes = [f"num_workers={max(spare, workers + 1)} (now {workers}; {why})"]
         if ev.device_in_use and not loader.pin_memory:
             changes.append("pin_memory=True")
@@ -127,7 +145,7 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     return [
         RULE.finding(
             f"The loop waits for data {pct(fraction)} of each step ({wait_ms:.1f} ms of "
-            f"{analysis.steady_time_s * 1000 / len(analysis.steady):.1f} ms){uncertain}",
+            f"{step_ms:.1f} ms){uncertain}",
             evidence,
             severity=severity,
             fix=fix,
@@ -135,6 +153,16 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
             impact=round(fraction, 4),
         )
     ]
+
+
+def _workers_to_keep_up(item_ms: float | None, batch_size: int | None, compute_ms: float) -> int | None:
+    """Workers that, fetching batches side by side, deliver one per step's compute time (with headroom).
+
+    Only for items that wait: their fetches overlap, so a batch arrives every fetch time / workers.
+    """
+    if item_ms is None or not batch_size or compute_ms <= 0:
+        return None
+    return max(2, min(MAX_IO_WORKERS, math.ceil(HEADROOM * item_ms * batch_size / compute_ms)))
 
 
 def _mean_cpu_percent(analysis: ProfileAnalysis) -> float | None:

@@ -151,9 +151,15 @@ def check_router(evidence: RouterEvidence, options: object) -> list[Finding]:
     peak = max(gauge_max(evidence, "pending_active"), gauge_max(evidence, "pending_max"))
     share = queued_share(evidence)
     breaker = gauge_max(evidence, "breaker_pending_open")
+    limits = evidence.window.limits
+    limit = limits.get("max_pending_requests", limits.get("queue_limit"))
+    # the gauge is sampled and can miss a queue that fills and drains between readings; the overflow counter
+    # cannot: a request refused by a full queue means the queue held its limit at that moment (Envoy's
+    # pending_total is no such proof: it counts every request that waited for a new connection, however briefly)
+    if overflow:
+        peak = max(peak, float(limit) if limit is not None and limit > 0 else 1.0)
     if not overflow and (peak <= 0 or share < QUEUE_SHARE):
         return []
-    limits = evidence.window.limits
     wait = gauge_max(evidence, "queue_time_ms")
     parts = [f"up to {peak:.0f} waiting"]
     if wait:
@@ -162,7 +168,6 @@ def check_router(evidence: RouterEvidence, options: object) -> list[Finding]:
         parts.append(f"{overflow:.0f} refused by a full queue")
     if breaker:
         parts.append("the circuit breaker's pending limit was open")
-    limit = limits.get("max_pending_requests", limits.get("queue_limit"))
     title = f"Requests queue inside the router ({evidence.window.kind}): " + ", ".join(parts) + (
         f" (limit {limit:g})" if limit is not None else "")
     return [RULE.finding(
