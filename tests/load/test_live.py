@@ -317,6 +317,26 @@ def test_cli_open_loop_rate_auto_slo(cli, sick: Running, tmp_path: Path, result_
     assert all(p["latency_from_send_ms"] for p in data["metrics"]["points"])
 
 
+def test_cli_closed_loop_sweep_judges_the_slo_at_each_point(cli, sick: Running, tmp_path: Path,
+                                                            result_validator) -> None:
+    """--slo with concurrency levels was silently ignored: no highest level, and S003 could not call it broken."""
+    out = tmp_path / "r.json"
+    run = cli("load", f"{sick.url}/bounded", "-c", f"1,{SLOTS},8", "--slo", "p99<150ms", "-d", "1.5",
+              "--timeout", "10", "--json", str(out))
+    assert run.exit_code == 0, run.stderr
+    data = json.loads(out.read_text())
+    result_validator(data)
+    slo = data["metrics"]["slo"]
+    # 2 slots of 50 ms: up to 2 callers wait for nobody (p99 ~50 ms); 8 share them (p50 ~200 ms)
+    assert slo["met"] and slo["max_concurrency"] == SLOTS, data["metrics"]["curve"]
+    at_slots = next(p for p in data["metrics"]["points"] if p["concurrency"] == SLOTS)
+    assert slo["max_rate_rps"] == at_slots["throughput_rps"]
+    s003 = next(f for f in data["findings"] if f["code"] == "S003")
+    assert s003["severity"] == "high" and "p99<150ms" in json.dumps(s003["evidence"])
+    shown = cli("show", "latest")
+    assert f"SLO p99<150ms: highest concurrency that met it {SLOTS}" in shown.stdout
+
+
 def test_calibrate(cli, tmp_path: Path, result_validator) -> None:
     out = tmp_path / "r.json"
     run = cli("load", "--calibrate", "-c", "4", "-d", "0.5", "--json", str(out))

@@ -74,7 +74,9 @@ class LoadCommand(Command):
         )
         load.add_argument("--rate", "-r", metavar="LIST|auto", help="open loop: requests/s per point, or auto")
         parser.add_argument(
-            "--slo", metavar="SLO", help="objective for --rate auto, e.g. 'p99<500ms,errors<1%%' (default p99<1s)"
+            "--slo", metavar="SLO",
+            help="objective, e.g. 'p99<500ms,errors<1%%': the target of --rate auto (default p99<1s); with any "
+                 "sweep, the highest level that met it, and findings that break it are high",
         )
         parser.add_argument("--arrivals", choices=ARRIVALS, default="constant", help="open-loop arrival process")
         parser.add_argument(

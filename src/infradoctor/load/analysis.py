@@ -70,8 +70,9 @@ def build_metrics(sweep: SweepResult, settings: LoadSettings) -> LoadMetrics:
             percentile=sweep.slo.percentile,
             max_ms=sweep.slo.max_ms,
             max_error_rate=sweep.slo.max_error_rate,
-            max_rate_rps=sweep.slo_max_rate,
+            max_rate_rps=round(sweep.slo_max_rate, 3) if sweep.slo_max_rate is not None else None,
             met=sweep.slo_max_rate is not None,
+            max_concurrency=sweep.slo_max_concurrency,
         ) if sweep.slo is not None else None,
     )
 

@@ -70,7 +70,8 @@ class LoadOptions:
     rate: Sequence[float] | str | None = None
     """Open loop: requests per second per point, or ``auto`` (an SLO search)."""
     slo: str | None = None
-    """Objective of ``rate='auto'``, e.g. ``p99<500ms,errors<1%`` (default ``p99<1s``)."""
+    """Objective, e.g. ``p99<500ms,errors<1%``: the target of ``rate='auto'`` (default ``p99<1s``); with any other
+    sweep it is judged at each point (the highest level that met it) and by the rules (S001, S003 severity)."""
     arrivals: str = "constant"
     """Open-loop arrival process: ``constant`` or ``poisson``."""
     duration_s: float | None = None
@@ -190,7 +191,7 @@ def measure(options: LoadOptions) -> LoadRun:
     if options.rate is not None:
         levels = {"rate": options.rate, "slo": slo, "start_rate": options.start_rate}
     else:
-        levels = {"concurrency": options.concurrency or "auto", "max_concurrency": options.max_concurrency}
+        levels = {"concurrency": options.concurrency or "auto", "max_concurrency": options.max_concurrency, "slo": slo}
     finished: list[PointResult] = []
 
     def on_point(point: PointResult) -> None:

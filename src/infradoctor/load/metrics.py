@@ -325,7 +325,7 @@ class LoadSettings(Metrics):
 
 @dataclass(frozen=True)
 class SloResult(Metrics):
-    """The ``--rate auto`` search."""
+    """The user's objective (``--slo``): the ``--rate auto`` search's target, or judged at each point of a sweep."""
 
     text: str
     """The objective as written."""
@@ -336,9 +336,11 @@ class SloResult(Metrics):
     max_error_rate: float
     """Error-rate ceiling."""
     max_rate_rps: float | None
-    """Highest rate that met it (null when none did)."""
+    """Highest rate that met it (closed loop: the throughput at ``max_concurrency``; null when no point did)."""
     met: bool
-    """Some rate met it."""
+    """Some point met it."""
+    max_concurrency: int | None = None
+    """Closed loop: the highest concurrency whose point met it."""
 
 
 @dataclass(frozen=True)

@@ -108,9 +108,12 @@ class SweepResult:
     """``done``, ``knee``, ``errors``, ``generator-saturated``, ``max-concurrency``, ``slo-search``, ``unreachable``
     (nothing connected), ``interrupted``."""
     slo: Slo | None = None
-    """The SLO of a rate search."""
+    """The objective: a rate search's target, or judged at each point of any other sweep."""
     slo_max_rate: float | None = None
-    """Highest rate that met the SLO (None when none did)."""
+    """Highest rate that met the SLO (closed loop: the throughput of the highest concurrency that met it; None when
+    no point did)."""
+    slo_max_concurrency: int | None = None
+    """Closed loop: highest concurrency whose point met the SLO."""
 
     @property
     def interrupted(self) -> bool:
@@ -215,19 +218,32 @@ async def run_sweep_async(
             return None
         return result
 
-    if isinstance(concurrency, str) or isinstance(rate, str):
-        if concurrency is not None:
-            await _auto_concurrency(sweep, point, max_concurrency)
-        else:
-            await _slo_search(sweep, point, slo or Slo.parse(SLO_DEFAULT), start_rate)
+    if isinstance(rate, str):
+        await _slo_search(sweep, point, slo or Slo.parse(SLO_DEFAULT), start_rate)
         return sweep
-    for workers in concurrency or ():
+    if isinstance(concurrency, str):
+        await _auto_concurrency(sweep, point, max_concurrency)
+    for workers in () if isinstance(concurrency, str) else concurrency or ():
         if await point(concurrency=int(workers)) is None:
             break
     for offered in rate or ():
         if await point(rate=float(offered)) is None:
             break
+    if slo is not None:
+        _judge_slo(sweep, slo)
     return sweep
+
+
+def _judge_slo(sweep: SweepResult, slo: Slo) -> None:
+    """The highest level whose point met ``slo`` (a sweep of given levels, open or closed loop)."""
+    for p in sweep.points:
+        if p.saturated or p.interrupted or not slo.check(p)[0]:
+            continue
+        if sweep.mode == "closed" and p.concurrency is not None:
+            if sweep.slo_max_concurrency is None or p.concurrency > sweep.slo_max_concurrency:
+                sweep.slo_max_concurrency, sweep.slo_max_rate = p.concurrency, p.throughput_rps
+        elif p.rate is not None and (sweep.slo_max_rate is None or p.rate > sweep.slo_max_rate):
+            sweep.slo_max_rate = p.rate
 
 
 async def _auto_concurrency(sweep: SweepResult, point: Any, max_concurrency: int) -> None:

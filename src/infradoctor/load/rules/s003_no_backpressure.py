@@ -29,9 +29,9 @@ How it is measured:
     1%. Arrivals there do not wait for answers, so growth over time is a queue without bound whatever the service
     time.
     Severity: high when a point past the knee (open loop: the overloaded point) breaks the ``--slo`` stored with
-    the run (``metrics.slo``: its latency percentile or error ceiling; ``load`` stores it with open-loop runs, so
-    a closed-loop sweep is judged on timeouts and errors alone), has read timeouts, or fails ``ERROR_RATE`` (1%)
-    or more of its requests; low otherwise.
+    the run (``metrics.slo``: its latency percentile or error ceiling, stored with open- and closed-loop runs
+    alike; without one a sweep is judged on timeouts and errors alone), has read timeouts, or fails
+    ``ERROR_RATE`` (1%) or more of its requests; low otherwise.
 
 Fix:
     Bound in-flight work (a semaphore or the server's concurrency limit, e.g. ``--limit-concurrency`` in uvicorn,

@@ -138,8 +138,14 @@ def capacity_section(metrics: LoadMetrics) -> Section | None:
         lines.append(f"Errors start at {onset.label}: {_pct(onset.error_rate)} failed ({_top(onset.errors)}).")
     slo = metrics.slo
     if slo is not None:
-        lines.append(f"SLO {slo.text}: highest rate that met it {format_value(slo.max_rate_rps)} req/s."
-                     if slo.max_rate_rps is not None else f"SLO {slo.text}: no tested rate met it.")
+        if slo.max_concurrency is not None:
+            lines.append(f"SLO {slo.text}: highest concurrency that met it {slo.max_concurrency} "
+                         f"({format_value(slo.max_rate_rps)} req/s).")
+        elif slo.max_rate_rps is not None:
+            lines.append(f"SLO {slo.text}: highest rate that met it {format_value(slo.max_rate_rps)} req/s.")
+        else:
+            lines.append(f"SLO {slo.text}: no tested {'concurrency' if metrics.mode == 'closed' else 'rate'} "
+                         "met it.")
     ref = next((p for p in metrics.points if p.label == metrics.reference_point), None)
     if ref is not None:
         why = "the knee" if metrics.knee is not None else "the highest load the generator was not saturated at"
