@@ -400,7 +400,9 @@ def test_a_second_ctrl_c_still_writes_the_result(tmp_path: Path) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
     data = json.loads(out_json.read_text())
     assert data["metrics"]["workload"]["stop_reason"] == "interrupted"
-    assert data["metrics"]["steps"]["count"] >= 50
+    # the second Ctrl-C sends SIGTERM first: the profiler writes the steps it held since its last flush (once a
+    # second); a bare SIGKILL kept only those flushed, 48 in one CI run where the workload had made hundreds
+    assert data["metrics"]["steps"]["count"] >= 200, data["metrics"]["steps"]
 
 
 def test_duration_ends_what_the_workload_started(tmp_path: Path) -> None:

@@ -86,6 +86,9 @@ class LaunchPlan:
 
 LEFTOVER_GRACE_S = 3.0
 """Seconds a process the workload left running gets between SIGTERM and SIGKILL."""
+KILL_GRACE_S = 0.5
+"""A second Ctrl-C: seconds the workload gets after SIGTERM (its profiler writes the steps it holds, up to a second
+of them) before SIGKILL."""
 
 
 def _at_terminal() -> bool:
@@ -329,6 +332,7 @@ class ProfiledProcess:
         # and Ctrl-C reaches it directly, as without the profiler; stopping then ends its process tree.
         self.own_group = options.own_group if options.own_group is not None else not _at_terminal()
         self._tree: list[psutil.Process] = []
+        self._killing = False
         try:
             self.popen = subprocess.Popen(  # noqa: S603 - the user's own command
                 list(self.plan.argv),
@@ -405,16 +409,31 @@ class ProfiledProcess:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pid, signal.SIGINT)
 
-    def kill(self) -> None:
-        """SIGKILL the workload and everything it started, now (a second Ctrl-C)."""
+    def kill(self, grace_s: float = KILL_GRACE_S) -> None:
+        """End the workload and everything it started, at once (a second Ctrl-C).
+
+        SIGTERM first: the profiler inside writes the steps it still holds (it flushes once a second, so a bare
+        SIGKILL lost up to a second of them) and the workload dies of it; SIGKILL after ``grace_s``, or at once
+        when a kill is already under way (a third Ctrl-C).
+        """
         self.remember_tree()
+        first, self._killing = not self._killing, True
+        if first and grace_s > 0 and self.poll() is None:
+            self._send(signal.SIGTERM)
+            deadline = time.monotonic() + grace_s
+            while self.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.01)
         if self.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                if self.own_group:
-                    os.killpg(self.pid, signal.SIGKILL)
-                else:
-                    self.popen.kill()
+            self._send(signal.SIGKILL)
         self.end_leftovers(grace_s=0.0)
+
+    def _send(self, sig: signal.Signals) -> None:
+        """A signal to the workload's group when it has one of its own, else to the workload."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if self.own_group:
+                os.killpg(self.pid, sig)
+            else:
+                self.popen.send_signal(sig)
 
     def remember_tree(self) -> None:
         """Note the workload's descendants while it still runs (they are reparented once it exits)."""
