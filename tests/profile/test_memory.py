@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -102,6 +103,14 @@ def test_forked_loader_workers_do_not_multiply_peak_memory(tmp_path: Path) -> No
     assert result.exit_status == 0, result.errors
     memory = result.metrics["memory"]
     assert memory["child_processes"] >= 2
-    assert 300 <= memory["peak_rss_mb"] < 700  # the main process: the 300 MB once, not once per worker
-    assert memory["peak_tree_pss_mb"] is not None and memory["peak_tree_pss_mb"] < 900  # summed RSS: about 1,600
+    # the same process alone, without the profiler or workers: torch and the 300 MB (a CUDA build of torch keeps
+    # ~500 MB more of library pages resident than the CPU build, so the bounds are relative to this)
+    alone = subprocess.run([sys.executable, "-c", "import resource, torch; big = torch.ones(75_000_000); "
+                            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"],
+                           capture_output=True, text=True, timeout=60, check=True)
+    base_mb = int(alone.stdout.split()[-1]) * 1024 / 1e6
+    # the main process: the 300 MB once, not once per worker (CPU build: base 550, peak about 540)
+    assert 300 <= memory["peak_rss_mb"] < base_mb + 200, base_mb
+    # the tree's PSS counts the shared pages once (summed RSS: three times the base, about 1,600 MB)
+    assert memory["peak_tree_pss_mb"] is not None and memory["peak_tree_pss_mb"] < base_mb + 400, base_mb
     assert result.metrics["headline"]["peak_tree_pss_mb"] == memory["peak_tree_pss_mb"]

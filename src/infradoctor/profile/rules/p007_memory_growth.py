@@ -18,9 +18,10 @@ How it is measured:
     Per step (at most 20 reads/s) ``/proc/self/statm`` and glibc ``mallinfo2`` (or
     ``torch.cuda.memory_allocated``) are read; a least-squares line is fitted over steady steps. Fires when the
     slope is at least ``MIN_SLOPE_BYTES`` per step, the fitted growth at least ``MIN_GROWTH_BYTES`` and the fit
-    ``MIN_R2``, and the growth is at least ``MIN_GROWTH_FRACTION`` of the process's size (RSS at the first steady
-    reading): a server that builds a model per request moves its heap around by a few KB per request without a
-    leak. The growth must also go on: the line through the later half of the readings must rise at least
+    ``MIN_R2``, and the growth is at least ``MIN_GROWTH_FRACTION`` of what the program's data took at the first
+    steady reading, in the trend's own measure (CUDA allocator or heap; RSS only where neither was read, since it
+    also counts the ~500 MB of library pages a CUDA build of torch keeps resident): a server that builds a model
+    per request moves its heap around by a few KB per request without a leak. The growth must also go on: the line through the later half of the readings must rise at least
     ``LATE_SLOPE_SHARE`` as fast as the whole line (growth that levels off is caches and the allocator warming
     up, not a leak). The leak site, two ways: once the heap has risen by 2 MB over 5 readings, one step's tensor
     allocations are followed (a TorchDispatchMode with a weak-reference finalizer per allocation of at least
@@ -37,7 +38,8 @@ How it is measured:
     when the memory they held at their peak (read at 8, 16, 32, ... alive) is at least ``MIN_HELD_BYTES`` (or
     could not be read). The line named is the one that keeps them: in the loop around the
     call, the first statement after it that accumulates a value derived from the call's result (a static read of
-    the source; the call's line when none is found). High from ``HIGH_HELD_SHARE`` of the process's size.
+    the source; the call's line when none is found). High from ``HIGH_HELD_SHARE`` of the program's data (CUDA
+    allocator or heap at the first steady reading).
 
 Fix:
     Keep ``.detach().cpu()`` copies or ``.item()`` values instead of the tensors themselves, and run inference
@@ -70,7 +72,8 @@ MIN_GROWTH_BYTES = 8 * 1024 * 1024
 MIN_R2 = 0.8
 """The growth must be steady (fit quality)."""
 MIN_GROWTH_FRACTION = 0.10
-"""The fitted growth must be at least this share of the process's size (allocator noise is not growth)."""
+"""The fitted growth must be at least this share of what the program's data took at the start (the trend's own
+measure: CUDA allocator or heap; allocator noise is not growth)."""
 LATE_SLOPE_SHARE = 0.5
 """The later half of the readings must grow at least this share of the overall slope."""
 RETAINED_SHARE = 0.5
@@ -94,13 +97,34 @@ allocator that grabs a new arena now and then grows in a few jumps (a staircase)
 MIN_HELD_BYTES = 8 * 1024 * 1024
 """Memory those graphs held at their peak."""
 HIGH_HELD_SHARE = 0.25
-"""Held memory, as a share of the process's size, from which a kept-graph finding is high."""
+"""Held memory, as a share of what the program's data took (CUDA allocator or heap), from which a kept-graph finding
+is high."""
 
 
 def process_size(analysis: ProfileAnalysis) -> int | None:
     """The process's RSS at the first steady reading (else at the start of the run)."""
     first = next((s.rss_bytes for s in analysis.steady if s.rss_bytes), None)
     return first or analysis.evidence.memory.get("first_rss") or None
+
+
+_READING = {"cuda": "cuda_alloc_bytes", "heap": "heap_bytes", "rss": "rss_bytes"}
+
+
+def data_size(analysis: ProfileAnalysis, source: str | None = None) -> int | None:
+    """What the program's data took at the first steady reading, in ``source``'s own measure.
+
+    That is the CUDA allocator's bytes or the glibc heap that holds CPU tensors (without ``source``, the first of
+    those that was read), else the RSS.
+
+    RSS also counts the resident pages of loaded libraries: a CUDA build of torch holds ~500 MB of them even on a
+    CPU-only run (757 against 251 MB for the CPU build at the same step), so growth judged against RSS went unseen
+    with the build most users have.
+    """
+    for name in (source,) if source else ("cuda", "heap"):
+        first = next((v for s in analysis.steady if (v := getattr(s, _READING[name]))), None)
+        if first:
+            return int(first)
+    return process_size(analysis)
 
 
 @RULE.check(ProfileAnalysis, RuleOptions)
@@ -114,7 +138,7 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
         return []
     if trend.slope_bytes_per_step < MIN_SLOPE_BYTES or trend.growth_bytes < MIN_GROWTH_BYTES or trend.r2 < MIN_R2:
         return []
-    size = process_size(analysis)
+    size = data_size(analysis, trend.source)
     if size is not None and trend.growth_bytes < MIN_GROWTH_FRACTION * size:
         return []
     fitted = analysis.steps[warmup_count(len(analysis.steps)):]  # the steps the trend was fitted over
@@ -173,7 +197,7 @@ def check(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
 def _kept_graphs(analysis: ProfileAnalysis, options: RuleOptions) -> list[Finding]:
     """Call sites whose unused autograd graphs the program keeps alive."""
     findings = []
-    size = process_size(analysis) or analysis.evidence.peak_rss_bytes
+    size = data_size(analysis) or analysis.evidence.peak_rss_bytes
     for module in analysis.evidence.modules:
         for site in sites_of(module):
             held = site.kept_held_bytes
