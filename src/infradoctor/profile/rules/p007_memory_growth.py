@@ -23,7 +23,8 @@ How it is measured:
     also counts the ~500 MB of library pages a CUDA build of torch keeps resident): a server that builds a model
     per request moves its heap around by a few KB per request without a leak. The growth must also go on: the
     line through the later half of the readings must rise at least ``LATE_SLOPE_SHARE`` as fast as the whole line
-    (growth that levels off is caches and the allocator warming up, not a leak). The leak site, two ways: once the heap has risen by 2 MB over 5 readings, one step's tensor
+    (growth that levels off is caches and the allocator warming up, not a leak). The leak site, two ways: once
+    the heap has risen by 2 MB over 5 readings, one step's tensor
     allocations are followed (a TorchDispatchMode with a weak-reference finalizer per allocation of at least
     4 KB, noting the user line), paused so that it takes at most 2% of run time; the line whose sampled
     allocations stay alive (``RETAINED_SHARE``, at least ``MIN_RETAINED_BYTES``) is the leak site. Failing that,
