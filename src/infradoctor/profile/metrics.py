@@ -636,6 +636,10 @@ class ServerWorker(Metrics):
     """Memory only this process holds (MiB)."""
     gpu_memory_mb: float | None
     """GPU memory it holds (MiB; None without NVML)."""
+    anon_mb: float | None = None
+    """Anonymous memory (MiB): heap and tensors it made, not library pages or file-mapped weights."""
+    torch_loaded: bool | None = None
+    """Whether it has torch's library mapped."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -650,6 +654,10 @@ class ServerWorkers(Metrics):
     """The worker processes."""
     gpu_available: bool = False
     """NVML answered (GPU memory values are measured)."""
+    baseline_anon_mb: float | None = None
+    """Anonymous memory of a fresh process of the workers' interpreter that imported torch: a worker without a model."""
+    baseline: str | None = None
+    """What that process ran."""
 
 
 @dataclass(frozen=True, kw_only=True)

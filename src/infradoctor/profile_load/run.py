@@ -46,7 +46,7 @@ from infradoctor.profile_load import DEFAULT_LEVELS, DEFAULT_POINT_DURATION_S, D
 from infradoctor.result import ErrorNote, Result, utc_now_iso
 from infradoctor.serve import autoattach
 from infradoctor.serve.looplag import LoopLagEvidence
-from infradoctor.serve.workers import WorkerLayout, worker_layout
+from infradoctor.serve.workers import WorkerLayout, interpreter_baseline, worker_layout
 
 SETTLE_INTERVAL_S = 1.0
 """After the server answers, its process tree is read this often until it holds still."""
@@ -485,6 +485,8 @@ def _load(proc: ProfiledProcess, options: ServiceLoadOptions, run: _ServerRun, t
         run.peak_window = (sweep_end - float(last.elapsed_s), sweep_end)
     try:
         run.layout = worker_layout(proc.pid)
+        if len(run.layout.workers) >= 2:
+            run.layout = interpreter_baseline(run.layout)  # what each worker holds without a model (S004)
     except psutil.Error as exc:
         run.notes.append(ErrorNote("service.workers", f"cannot read the server's processes: {exc}"))
 

@@ -13,8 +13,9 @@ available" (None), never an error.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import psutil
@@ -41,17 +42,22 @@ class WorkerProcess:
     """Unique set size in MiB (memory only this process holds); None when unreadable."""
     gpu_memory_mb: float | None
     """GPU memory this process holds, summed over devices, in MiB; None when NVML is not available."""
+    anon_mb: float | None = None
+    """Anonymous memory in MiB (heap, tensors it made: what a worker's own copy of a model takes; library pages and
+    weights mapped from a file are not in it); None when unreadable."""
+    torch_loaded: bool | None = None
+    """Whether the process has torch's library mapped (None when unreadable)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
         return {"pid": self.pid, "command": self.command, "rss_mb": self.rss_mb, "private_mb": self.private_mb,
-                "gpu_memory_mb": self.gpu_memory_mb}
+                "gpu_memory_mb": self.gpu_memory_mb, "anon_mb": self.anon_mb, "torch_loaded": self.torch_loaded}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> WorkerProcess:
         """Inverse of :meth:`to_dict`."""
         return cls(int(data["pid"]), str(data.get("command", "")), data.get("rss_mb"), data.get("private_mb"),
-                   data.get("gpu_memory_mb"))
+                   data.get("gpu_memory_mb"), data.get("anon_mb"), data.get("torch_loaded"))
 
 
 @dataclass(frozen=True)
@@ -66,18 +72,24 @@ class WorkerLayout:
     """The worker processes (one for a single-process server)."""
     gpu_available: bool
     """Whether NVML answered, i.e. whether ``gpu_memory_mb`` values are measured."""
+    baseline_anon_mb: float | None = None
+    """Anonymous memory of a fresh process of the workers' interpreter that imported what they import of torch
+    (:func:`interpreter_baseline`): what each worker holds without any model; None when not measured."""
+    baseline: str | None = None
+    """What the baseline process ran (``python3.10 -I -c 'import torch'``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
         return {"root_pid": self.root_pid, "supervisor_pid": self.supervisor_pid,
-                "workers": [w.to_dict() for w in self.workers], "gpu_available": self.gpu_available}
+                "workers": [w.to_dict() for w in self.workers], "gpu_available": self.gpu_available,
+                "baseline_anon_mb": self.baseline_anon_mb, "baseline": self.baseline}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> WorkerLayout:
         """Inverse of :meth:`to_dict`."""
         return cls(int(data["root_pid"]), data.get("supervisor_pid"),
                    tuple(WorkerProcess.from_dict(w) for w in data.get("workers", ())),
-                   bool(data.get("gpu_available", False)))
+                   bool(data.get("gpu_available", False)), data.get("baseline_anon_mb"), data.get("baseline"))
 
 
 def nvml_gpu_memory_by_pid(nvml: Any | None = None) -> dict[int, int] | None:
@@ -143,7 +155,75 @@ def _measure(proc: psutil.Process, gpu: Mapping[int, int] | None) -> WorkerProce
         with contextlib.suppress(psutil.Error, OSError):
             rss = proc.memory_info().rss / MB
     gpu_mb = None if gpu is None else gpu.get(proc.pid, 0) / MB
-    return WorkerProcess(proc.pid, command, rss, private, gpu_mb)
+    return WorkerProcess(proc.pid, command, rss, private, gpu_mb, anonymous_mb(proc.pid), torch_loaded(proc.pid))
+
+
+def anonymous_mb(pid: int | str) -> float | None:
+    """Anonymous memory of a process in MiB, from ``/proc/PID/smaps_rollup`` (None when unreadable)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("Anonymous:"):
+                    return int(line.split()[1]) * 1024 / MB
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def torch_loaded(pid: int) -> bool | None:
+    """Whether the process maps torch's C++ library (None when its maps are unreadable)."""
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as fh:
+            return any("libtorch" in line for line in fh)
+    except OSError:
+        return None
+
+
+BASELINE_TIMEOUT_S = 60.0
+"""Bound on the baseline process (importing a CUDA build of torch takes a few seconds)."""
+
+_BASELINE_SCRIPT = (
+    "import sys\n"
+    "if sys.argv[1] == 'torch':\n    import torch\n"
+    "for line in open('/proc/self/smaps_rollup'):\n"
+    "    if line.startswith('Anonymous:'):\n        print(line.split()[1])\n"
+)
+
+
+def interpreter_baseline(layout: WorkerLayout, timeout_s: float = BASELINE_TIMEOUT_S) -> WorkerLayout:
+    """The layout with its baseline: what each worker would hold without a model of its own.
+
+    That is the anonymous memory of a fresh process of the workers' interpreter after importing torch (when the
+    workers have it loaded) or nothing.
+
+    Importing torch alone makes 150 MB of anonymous memory with the CPU build and 280 MB with the CUDA build (the
+    build pip installs by default on Linux), so a fixed threshold took two workers of a 1,000-parameter model for
+    two model copies. Runs ``python -I`` (no PYTHONPATH: none of the profiler's injection); the layout unchanged
+    when the interpreter cannot be found or the process fails.
+    """
+    import subprocess
+    import sys
+
+    workers = layout.workers
+    if not workers:
+        return layout
+    try:
+        exe = psutil.Process(workers[0].pid).exe()
+    except (psutil.Error, OSError):
+        return layout
+    with_torch = any(w.torch_loaded for w in workers)
+    what = "torch" if with_torch else "nothing"
+    try:
+        done = subprocess.run([exe or sys.executable, "-I", "-c", _BASELINE_SCRIPT, what],  # noqa: S603
+                              capture_output=True, text=True, timeout=timeout_s, check=False)
+        kb = int(done.stdout.split()[-1]) if done.returncode == 0 and done.stdout.split() else None
+    except (OSError, subprocess.SubprocessError, ValueError):
+        kb = None
+    if kb is None:
+        return layout
+    name = os.path.basename(exe or sys.executable)
+    ran = f"{name} -I -c 'import torch'" if with_torch else f"{name} -I -c pass"
+    return replace(layout, baseline_anon_mb=round(kb * 1024 / MB, 1), baseline=ran)
 
 
 def worker_layout(

@@ -3,8 +3,9 @@
 What it detects:
     A server runs two or more worker processes (uvicorn ``--workers``, gunicorn) and every one of them holds a
     similar, large amount of memory of its own: at least ``MIN_GPU_MB`` of GPU memory each, or, without GPU memory,
-    at least ``MIN_PRIVATE_MB`` of private host memory each, with the smallest at least ``SIMILARITY`` of the
-    largest.
+    at least ``MIN_OWN_MB`` of anonymous host memory each beyond what a fresh process of the same interpreter holds
+    after importing torch (else, without that baseline, ``MIN_PRIVATE_MB`` of private memory each), with the
+    smallest at least ``SIMILARITY`` of the largest.
 
 Why it matters:
     Each worker loads the model separately: memory use multiplies with the worker count (on a GPU, N copies of the
@@ -15,7 +16,11 @@ How it is measured:
     :func:`~infradoctor.serve.workers.worker_layout` walks the server's process tree (psutil) to its workers and
     reads each one's RSS and unique set size (USS: pages no other process shares) and, through NVML, the GPU memory
     each process holds. Preloading the model before fork shares its pages, which keeps USS low; separate loads do
-    not. The duplicated memory is (workers - 1) x the smallest worker's holding.
+    not. Importing torch alone makes 150 MB of anonymous memory with the CPU build and 280 MB with the CUDA build
+    (pip's default on Linux), so the host reading is each worker's anonymous memory less a baseline measured in the
+    same run (:func:`~infradoctor.serve.workers.interpreter_baseline`): with a fixed threshold, two workers of a
+    1,000-parameter model under the CUDA build were "288 MB duplicated". The duplicated memory is (workers - 1) x
+    the smallest worker's holding.
 
 Fix:
     Use one worker per GPU with asynchronous batching, or share the weights: load before forking (gunicorn
@@ -46,7 +51,12 @@ MIN_GPU_MB = 512.0
 """GPU memory per worker from which each worker is taken to hold a model (a CUDA context alone is ~300-500 MB)."""
 
 MIN_PRIVATE_MB = 256.0
-"""Private host memory per worker from which each is taken to hold a model (torch alone takes ~225 MB of USS)."""
+"""Without a baseline: private host memory per worker from which each is taken to hold a model (torch alone takes
+~225 MB of USS with the CPU build, ~290 MB with the CUDA build)."""
+
+MIN_OWN_MB = 48.0
+"""Anonymous host memory per worker beyond the baseline from which each is taken to hold a model of its own (the
+web framework itself adds 10-30 MB)."""
 
 SIMILARITY = 0.5
 """Smallest / largest holding from which the workers count as holding copies of the same thing."""
@@ -62,6 +72,8 @@ class Options:
     """See ``MIN_GPU_MB``."""
     min_private_mb: float = MIN_PRIVATE_MB
     """See ``MIN_PRIVATE_MB``."""
+    min_own_mb: float = MIN_OWN_MB
+    """See ``MIN_OWN_MB``."""
     similarity: float = SIMILARITY
     """See ``SIMILARITY``."""
 
@@ -85,14 +97,21 @@ def check(layout: WorkerLayout, options: Options | None = None) -> list[Finding]
         return []
     gpu = _copies([w.gpu_memory_mb for w in workers], opts.min_gpu_mb, opts.similarity) \
         if layout.gpu_available else None
-    host = None if gpu is not None else _copies([w.private_mb for w in workers], opts.min_private_mb,
-                                                opts.similarity)
+    base = layout.baseline_anon_mb
+    own = base is not None and all(w.anon_mb is not None for w in workers)
+    host = None
+    if gpu is None and own:
+        host = _copies([max(0.0, float(w.anon_mb or 0.0) - float(base or 0.0)) for w in workers], opts.min_own_mb,
+                       opts.similarity)
+    elif gpu is None:
+        host = _copies([w.private_mb for w in workers], opts.min_private_mb, opts.similarity)
     held = gpu if gpu is not None else host
     if held is None:
         return []
     basis = "gpu" if gpu is not None else "host"
     duplicated = (len(held) - 1) * min(held)
-    kind = "GPU memory" if basis == "gpu" else "private host memory"
+    kind = "GPU memory" if basis == "gpu" else (
+        "host memory of their own (beyond a bare process with torch)" if own else "private host memory")
     title = (
         f"{len(workers)} worker processes each hold {min(held):.0f}-{max(held):.0f} MB of {kind} "
         f"(~{duplicated:.0f} MB duplicated)"
@@ -103,6 +122,7 @@ def check(layout: WorkerLayout, options: Options | None = None) -> list[Finding]
         "per_worker_mb": [round(v, 1) for v in held],
         "duplicated_mb": round(duplicated, 1),
         "supervisor_pid": layout.supervisor_pid,
+        "baseline_anon_mb": base if basis == "host" and own else None,
         "processes": [w.to_dict() for w in workers],
     }
     severity = Severity.HIGH if basis == "gpu" else None
