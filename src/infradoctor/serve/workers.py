@@ -190,6 +190,23 @@ _BASELINE_SCRIPT = (
 )
 
 
+def _interpreter(pid: int) -> str | None:
+    """The program a process runs, as its command line names it.
+
+    A virtual environment's ``python`` is a link to the base interpreter, which ``exe`` resolves to and which
+    lacks the environment's packages.
+    """
+    import shutil
+
+    try:
+        proc = psutil.Process(pid)
+        argv0 = (proc.cmdline() or [""])[0]
+        named = argv0 if os.path.isabs(argv0) else shutil.which(argv0) if argv0 else None
+        return named if named and os.access(named, os.X_OK) else proc.exe() or None
+    except (psutil.Error, OSError):
+        return None
+
+
 def interpreter_baseline(layout: WorkerLayout, timeout_s: float = BASELINE_TIMEOUT_S) -> WorkerLayout:
     """The layout with its baseline: what each worker would hold without a model of its own.
 
@@ -207,9 +224,8 @@ def interpreter_baseline(layout: WorkerLayout, timeout_s: float = BASELINE_TIMEO
     workers = layout.workers
     if not workers:
         return layout
-    try:
-        exe = psutil.Process(workers[0].pid).exe()
-    except (psutil.Error, OSError):
+    exe = _interpreter(workers[0].pid)
+    if exe is None:
         return layout
     with_torch = any(w.torch_loaded for w in workers)
     what = "torch" if with_torch else "nothing"
