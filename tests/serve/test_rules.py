@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from infradoctor.findings import Severity
 from infradoctor.serve.looplag import BusySample, LoopLagEvidence, LoopStall, StackFrame
 from infradoctor.serve.rules import s002_event_loop_blocked as s002
@@ -126,3 +128,19 @@ def test_s004_falls_back_to_host_when_gpu_holds_little() -> None:
                           gpu_available=True)
     [finding] = s004.check(layout)
     assert finding.evidence["basis"] == "host"
+
+
+def test_s004_judges_host_memory_beyond_the_interpreters_own() -> None:
+    """With a baseline (a bare process of the same interpreter importing torch), a worker's own memory is its
+    anonymous memory less that: the CUDA build's 271 MB of torch is nobody's model copy."""
+    def anon(pid: int, mb: float) -> WorkerProcess:
+        return replace(worker(pid, private=mb + 1.0), anon_mb=mb, torch_loaded=True)
+
+    cuda_tiny = WorkerLayout(100, 100, (anon(101, 288.7), anon(102, 288.9)), gpu_available=False,
+                             baseline_anon_mb=271.2, baseline="python -I -c 'import torch'")
+    assert s004.check(cuda_tiny) == []
+    assert s004.check(replace(cuda_tiny, baseline_anon_mb=None)) != []  # without a baseline: USS over 256 MB
+    copies = replace(cuda_tiny, workers=(anon(101, 371.0), anon(102, 369.5)))
+    [finding] = s004.check(copies)
+    assert finding.evidence["per_worker_mb"] == [pytest.approx(99.8), pytest.approx(98.3)]
+    assert finding.evidence["baseline_anon_mb"] == 271.2 and "beyond a bare process with torch" in finding.title
