@@ -23,10 +23,9 @@ How it is measured:
     (``IO_WAIT_SHARE`` of their fetch time off the CPU, from the fetching thread's CPU time) overlap in more
     workers than cores: enough that a batch arrives within each step's compute time, ``HEADROOM`` times the fetch
     time per batch over the compute time per step (2 to ``MAX_IO_WORKERS``; twice the cores, 4 to 8, when the item
-    time is unknown); ``persistent_workers`` only
-    for a loader iterated more than once; and where the cores were already busy (``BUSY_CPU_PERCENT`` on
-    average) or the loader already has a worker per spare core, more workers cannot help: the item itself must
-    get cheaper.
+    time is unknown); ``persistent_workers`` only for a loader iterated more than once; and where the cores were
+    already busy (``BUSY_CPU_PERCENT`` on average) or the loader already has a worker per spare core, more workers
+    cannot help: the item itself must get cheaper.
 
 Fix:
     Raise ``num_workers`` (the DataLoader line is named), and move heavy per-item work out of ``__getitem__``
