@@ -5,7 +5,8 @@ Goals (issue 17): 0 crashes, 0 hangs, time linear in the input (<= 50 ms per 100
 tests/support/gpu_fuzz.py with a seeded generator, then evaluated end to end: parse, every node rule, the result's
 JSON. Printed per parser: cases, crashes (by exception, and hangs past ``--case-timeout``, with the seed that
 reproduces the first), the slowest case,
-the worst and 99th-percentile time per 100 KB (inputs under 100 KB count as 100 KB) of the parse alone and with the
+the worst (with its seed, and re-timed 3 times so that a pause of a shared machine is told from a slow input) and
+99th-percentile time per 100 KB (inputs under 100 KB count as 100 KB) of the parse alone and with the
 rules and the result's JSON, and the peak traced memory over the input on every 100th case (tracing slows a case
 tenfold, so those cases are not timed). The peer is the baseline's crash count when ``--pythonpath`` points at an older checkout.
 
@@ -15,6 +16,7 @@ tenfold, so those cases are not timed). The peer is the baseline's crash count w
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import signal
 import sys
@@ -78,6 +80,7 @@ def run(kind: str, cases: int, seed: int, case_timeout: float) -> dict[str, Any]
     crashes: Counter[str] = Counter()
     first_crash: dict[str, int] = {}
     slowest = (0.0, 0, -1)
+    worst = (0.0, -1)  # the case with the most ms per 100 KB, and its seed
     parse_per_100kb: list[float] = []
     per_100kb: list[float] = []
     worst_memory = 0.0
@@ -114,9 +117,22 @@ def run(kind: str, cases: int, seed: int, case_timeout: float) -> dict[str, Any]
         if seconds > slowest[0]:
             slowest = (seconds, size, case_seed)
         per_100kb.append(1000.0 * seconds * 100_000 / max(size, 100_000))
+        if per_100kb[-1] > worst[0]:
+            worst = (per_100kb[-1], case_seed)
         parse_per_100kb.append(1000.0 * parse_s * 100_000 / max(size, 100_000))
     per_100kb.sort()
     parse_per_100kb.sort()
+    retimed = None
+    if worst[1] >= 0:  # the worst case again, 3 times: a slow input stays slow, a pause of the machine does not
+        rng = random.Random(worst[1])
+        data = mutate(rng, inputs[rng.randrange(len(inputs))])
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            with contextlib.suppress(Exception):  # crashes were counted above
+                evaluate(kind, data)
+            times.append(time.perf_counter() - start)
+        retimed = 1000.0 * min(times) * 100_000 / max(size_of(data), 100_000)
     return {
         "cases": cases, "crashes": sum(crashes.values()), "by_type": dict(crashes), "first": first_crash,
         "slowest_s": slowest[0], "slowest_bytes": slowest[1], "slowest_seed": slowest[2],
@@ -124,6 +140,7 @@ def run(kind: str, cases: int, seed: int, case_timeout: float) -> dict[str, Any]
         "max_ms_per_100kb": per_100kb[-1] if per_100kb else 0.0,
         "parse_p99_ms_per_100kb": parse_per_100kb[int(0.99 * (len(parse_per_100kb) - 1))] if parse_per_100kb else 0.0,
         "parse_max_ms_per_100kb": parse_per_100kb[-1] if parse_per_100kb else 0.0,
+        "worst_seed": worst[1], "worst_retimed_ms_per_100kb": retimed,
         "memory_over_input": worst_memory,
         "peak_mb": peak_mb,
     }
@@ -147,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
               f"slowest {report['slowest_s'] * 1000:.0f} ms ({report['slowest_bytes']} bytes, seed "
               f"{report['slowest_seed']})  ms/100KB (parse: p99 {report['parse_p99_ms_per_100kb']:.1f}, max "
               f"{report['parse_max_ms_per_100kb']:.1f}; with rules and result: p99 {report['p99_ms_per_100kb']:.1f}, "
-              f"max {report['max_ms_per_100kb']:.1f}; goal {TIME_GOAL_MS_PER_100KB:g})  peak memory over input "
+              f"max {report['max_ms_per_100kb']:.1f}, re-timed {report['worst_retimed_ms_per_100kb'] or 0:.1f} (seed "
+              f"{report['worst_seed']}); goal {TIME_GOAL_MS_PER_100KB:g})  peak memory over input "
               f"{max(0.0, report['memory_over_input']):.2f}x + 100 MB (goal {MEMORY_GOAL_RATIO:g}x; largest peak "
               f"{report['peak_mb']:.0f} MB)  "
               f"[{time.perf_counter() - started:.0f} s]", flush=True)
