@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_pkgs=()
-for tool in nginx haproxy wrk hey chromium prometheus prometheus-node-exporter; do
+for tool in nginx haproxy wrk hey chromium prometheus prometheus-node-exporter iperf3; do
   command -v "$tool" >/dev/null 2>&1 || [[ -x /usr/sbin/$tool ]] || need_pkgs+=("$tool")
 done
 if ((${#need_pkgs[@]})); then
