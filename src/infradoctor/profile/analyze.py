@@ -141,10 +141,14 @@ def _phase_seconds(step: StepRecord) -> dict[str, float]:
     }
 
 
+MEMORY_READINGS = {"cuda": "cuda_alloc_bytes", "heap": "heap_bytes", "rss": "rss_bytes"}
+"""A memory trend's source -> the step record's field that holds its readings."""
+
+
 def memory_trend(steps: Sequence[StepRecord], cuda: bool) -> MemoryTrend | None:
     """Fit a line through steady-step memory readings (CUDA allocator on GPU, else glibc heap, else RSS)."""
     for source in (("cuda",) if cuda else ()) + ("heap", "rss"):
-        attr = {"cuda": "cuda_alloc_bytes", "heap": "heap_bytes", "rss": "rss_bytes"}[source]
+        attr = MEMORY_READINGS[source]
         points = [(float(s.index), float(v)) for s in steps if (v := getattr(s, attr)) is not None]
         if len(points) < 5:
             continue

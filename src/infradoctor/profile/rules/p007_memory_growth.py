@@ -52,7 +52,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from infradoctor.findings import Finding, Rule, Severity
-from infradoctor.profile.analyze import ProfileAnalysis, memory_trend, warmup_count
+from infradoctor.profile.analyze import MEMORY_READINGS, ProfileAnalysis, memory_trend, warmup_count
 from infradoctor.profile.evidence import StepRecord
 from infradoctor.profile.keepline import keep_line
 from infradoctor.profile.rules._common import RuleOptions, location, module_location, site_location, sites_of
@@ -108,9 +108,6 @@ def process_size(analysis: ProfileAnalysis) -> int | None:
     return first or analysis.evidence.memory.get("first_rss") or None
 
 
-_READING = {"cuda": "cuda_alloc_bytes", "heap": "heap_bytes", "rss": "rss_bytes"}
-
-
 def data_size(analysis: ProfileAnalysis, source: str | None = None) -> int | None:
     """What the program's data took at the first steady reading, in ``source``'s own measure.
 
@@ -122,7 +119,7 @@ def data_size(analysis: ProfileAnalysis, source: str | None = None) -> int | Non
     with the build most users have.
     """
     for name in (source,) if source else ("cuda", "heap"):
-        first = next((v for s in analysis.steady if (v := getattr(s, _READING[name]))), None)
+        first = next((v for s in analysis.steady if (v := getattr(s, MEMORY_READINGS[name]))), None)
         if first:
             return int(first)
     return process_size(analysis)
@@ -237,7 +234,7 @@ def _kept_graphs(analysis: ProfileAnalysis, options: RuleOptions) -> list[Findin
 
 def _rising_share(steps: Sequence[StepRecord], source: str) -> float:
     """Share of changes between consecutive memory readings that are rises (1.0 without enough readings)."""
-    attr = {"cuda": "cuda_alloc_bytes", "heap": "heap_bytes", "rss": "rss_bytes"}[source]
+    attr = MEMORY_READINGS[source]
     points = [(s.index, v) for s in steps if (v := getattr(s, attr)) is not None]
     if len(points) < 5:
         return 1.0
