@@ -158,7 +158,7 @@ def _measure(proc: psutil.Process, gpu: Mapping[int, int] | None) -> WorkerProce
     return WorkerProcess(proc.pid, command, rss, private, gpu_mb, anonymous_mb(proc.pid), torch_loaded(proc.pid))
 
 
-def anonymous_mb(pid: int | str) -> float | None:
+def anonymous_mb(pid: int) -> float | None:
     """Anonymous memory of a process in MiB, from ``/proc/PID/smaps_rollup`` (None when unreadable)."""
     try:
         with open(f"/proc/{pid}/smaps_rollup", encoding="ascii", errors="replace") as fh:
@@ -219,7 +219,6 @@ def interpreter_baseline(layout: WorkerLayout, timeout_s: float = BASELINE_TIMEO
     when the interpreter cannot be found or the process fails.
     """
     import subprocess
-    import sys
 
     workers = layout.workers
     if not workers:
@@ -230,14 +229,14 @@ def interpreter_baseline(layout: WorkerLayout, timeout_s: float = BASELINE_TIMEO
     with_torch = any(w.torch_loaded for w in workers)
     what = "torch" if with_torch else "nothing"
     try:
-        done = subprocess.run([exe or sys.executable, "-I", "-c", _BASELINE_SCRIPT, what],  # noqa: S603
+        done = subprocess.run([exe, "-I", "-c", _BASELINE_SCRIPT, what],  # noqa: S603
                               capture_output=True, text=True, timeout=timeout_s, check=False)
         kb = int(done.stdout.split()[-1]) if done.returncode == 0 and done.stdout.split() else None
     except (OSError, subprocess.SubprocessError, ValueError):
         kb = None
     if kb is None:
         return layout
-    name = os.path.basename(exe or sys.executable)
+    name = os.path.basename(exe)
     ran = f"{name} -I -c 'import torch'" if with_torch else f"{name} -I -c pass"
     return replace(layout, baseline_anon_mb=round(kb * 1024 / MB, 1), baseline=ran)
 
